@@ -1,0 +1,37 @@
+# pgwake — every target installs what it needs into .venv first.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help install run test lint fmt clean
+
+help: ## List the targets
+	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[test,lint]'
+	touch $(STAMP)
+
+install: $(STAMP) ## Create .venv and install pgwake with test and lint tools
+
+run: $(STAMP) ## Serve HTTP + runner (embedded PostgreSQL when DATABASE_URL is unset)
+	$(BIN)/pgwake serve
+
+test: $(STAMP) ## Run the test suite (TEST_DATABASE_URL, else Docker, else embedded PostgreSQL)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP) ## ruff + mypy --strict
+	$(BIN)/ruff check service tests
+	$(BIN)/ruff format --check service tests
+	$(BIN)/mypy
+
+fmt: $(STAMP) ## Format and autofix
+	$(BIN)/ruff format service tests
+	$(BIN)/ruff check --fix service tests
+
+clean: ## Remove the virtualenv and caches
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

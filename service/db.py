@@ -1,0 +1,40 @@
+"""asyncpg pool construction shared by the engine, the HTTP app and the caller (R-X1)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import asyncpg
+
+
+def _encode_jsonb(value: Any) -> str:
+    # Callers hand pgwake's statements JSON text already validated (R-N4);
+    # anything else is encoded strictly.
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+async def init_connection(conn: asyncpg.Connection) -> None:
+    """Per-connection setup: ``jsonb`` decodes to Python objects and encodes JSON text."""
+    await conn.set_type_codec(
+        "jsonb", encoder=_encode_jsonb, decoder=json.loads, schema="pg_catalog"
+    )
+
+
+async def create_pool(dsn: str, *, min_size: int = 2, max_size: int = 10) -> asyncpg.Pool:
+    """Open the one asyncpg pool pgwake and the application share.
+
+    Args:
+        dsn: a libpq URL (``postgresql://…``).
+        min_size, max_size: pool bounds (connections).
+
+    Returns:
+        An open :class:`asyncpg.Pool` whose connections decode ``jsonb`` to Python.
+    """
+    pool = await asyncpg.create_pool(
+        dsn, min_size=min_size, max_size=max_size, init=init_connection
+    )
+    assert pool is not None
+    return pool

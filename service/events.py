@@ -1,0 +1,339 @@
+"""Scheduled (one-shot) events and the live path (R-E1–R-E6).
+
+An event is stored now and dispatched at ``trigger_at``. Dispatching runs the
+same handler as a live event (``POST /events``, :meth:`ScheduledEvents.ingest`):
+inside one transaction the row is marked ``dispatched`` and the handler runs
+on that transaction's connection, so a handler that writes to the database
+(the default handler enqueues into the ``events`` outbox) commits atomically
+with the status change. A crash before commit leaves the row pending: it is
+dispatched again (at-least-once).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import asyncpg
+
+from service.errors import Conflict, NotFound, PgwakeError, ValidationError
+from service.health import Health
+from service.payloads import DEFAULT_MAX_BYTES, encode_payload, require_aware
+from service.queries import events as q
+from service.wakeup import WakeHub
+from service.worker import error_text
+
+log = logging.getLogger("pgwake.events")
+
+_CONTENDED_RECHECK = 0.05
+STATUSES = ("pending", "dispatched", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class Event:
+    """What a handler receives, for a dispatched scheduled event or a live one (R-E4).
+
+    ``id`` is the scheduled event's id, or a ``live-<uuid>`` string for a live event.
+    Instants are UTC-aware; ``dispatched_at`` is when the handler was called.
+    """
+
+    id: int | str
+    event_type: str
+    subject_id: str | None
+    tenant_id: str | None
+    facts: dict[str, Any]
+    trigger_at: datetime
+    dispatched_at: datetime
+    external_key: str | None = None
+
+    def as_message(self) -> dict[str, Any]:
+        """The JSON body delivered to webhooks (SPEC §9)."""
+        return {
+            "id": self.id,
+            "event_type": self.event_type,
+            "subject_id": self.subject_id,
+            "tenant_id": self.tenant_id,
+            "facts": self.facts,
+            "trigger_at": self.trigger_at.isoformat(),
+            "dispatched_at": self.dispatched_at.isoformat(),
+        }
+
+
+EventHandler = Callable[[Event, asyncpg.Connection], Awaitable[object]]
+
+
+class HandlerFailed(PgwakeError):
+    """The event handler raised while handling a live event (``ingest``)."""
+
+    code = "handler_failed"
+    status = 500
+    title = "Event handler failed"
+
+
+def _check_text(value: object, what: str, *, required: bool, max_len: int = 256) -> str | None:
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not 0 < len(value) <= max_len or "\x00" in value:
+        raise ValidationError(
+            f"{what} must be a non-empty string of at most {max_len} characters without NUL",
+            errors=[{"loc": [what], "msg": "invalid string", "type": "string_type"}],
+        )
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValidationError(
+            f"{what} contains a lone surrogate",
+            errors=[{"loc": [what], "msg": "lone surrogate", "type": "string_type"}],
+        ) from None
+    return value
+
+
+def check_facts(facts: object, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
+    """Validate event facts (R-E1, R-N4) and return them as JSON text.
+
+    Facts must be a non-empty object carrying ``facts_version`` and ``scenario``.
+
+    Raises:
+        ValidationError: missing members (``errors`` names each failing field).
+        InvalidPayload, PayloadTooLarge: content jsonb cannot store, or too large.
+    """
+    if not isinstance(facts, dict) or not facts:
+        raise ValidationError(
+            "facts must be a non-empty JSON object",
+            errors=[{"loc": ["facts"], "msg": "must be a non-empty object", "type": "value_error"}],
+        )
+    missing = [k for k in ("facts_version", "scenario") if k not in facts]
+    if missing:
+        raise ValidationError(
+            f"facts is missing {', '.join(missing)}",
+            errors=[
+                {"loc": ["facts", k], "msg": "field required", "type": "missing"} for k in missing
+            ],
+        )
+    return encode_payload(facts, max_bytes=max_bytes, what="facts")
+
+
+def event_from_row(row: Mapping[str, Any]) -> Event:
+    return Event(
+        id=row["id"],
+        event_type=row["event_type"],
+        subject_id=row["subject_id"],
+        tenant_id=row["tenant_id"],
+        facts=row["facts"],
+        trigger_at=row["trigger_at"],
+        dispatched_at=row["dispatched_at"],
+        external_key=row["external_key"],
+    )
+
+
+class ScheduledEvents:
+    """Store, inspect, control and dispatch scheduled events.
+
+    Args:
+        pool: the shared pool.
+        hub: NOTIFY wakeups (topic ``events``).
+        health: loop liveness registry.
+        handler: called for each dispatched or live event with the transaction's connection.
+        batch: events per dispatch transaction (R-E3, default 20).
+        handler_timeout: seconds one handler call may take before it counts as failed.
+    """
+
+    def __init__(
+        self,
+        pool: asyncpg.Pool,
+        hub: WakeHub,
+        health: Health,
+        *,
+        handler: EventHandler | None = None,
+        batch: int = 20,
+        handler_timeout: float = 30.0,
+        max_payload_bytes: int = DEFAULT_MAX_BYTES,
+    ) -> None:
+        self.pool = pool
+        self.hub = hub
+        self.health = health
+        self.handler = handler
+        self.batch = batch
+        self.handler_timeout = handler_timeout
+        self.max_payload_bytes = max_payload_bytes
+
+    async def store(
+        self,
+        event_type: str,
+        trigger_at: datetime,
+        facts: Mapping[str, Any],
+        *,
+        subject_id: str | None = None,
+        tenant_id: str | None = None,
+        external_key: str | None = None,
+    ) -> tuple[dict[str, Any], bool]:
+        """Store a scheduled event (R-E1, R-E2); NOTIFY wakes the dispatcher at commit.
+
+        Args:
+            event_type: non-empty string.
+            trigger_at: timezone-aware instant; a past instant fires at once.
+            facts: non-empty object with ``facts_version`` and ``scenario``.
+            subject_id, tenant_id: optional strings.
+            external_key: makes storing idempotent: a second store with the same key
+                rewrites the row and resets it to pending (it fires again).
+
+        Returns:
+            ``(row, created)``: the stored row as a dict and whether it is new.
+
+        Raises:
+            ValidationError, NaiveDatetime, InvalidPayload, PayloadTooLarge: nothing stored.
+        """
+        args = (
+            _check_text(event_type, "event_type", required=True),
+            _check_text(subject_id, "subject_id", required=False),
+            _check_text(tenant_id, "tenant_id", required=False),
+            require_aware(trigger_at, "trigger_at"),
+            check_facts(dict(facts) if isinstance(facts, Mapping) else facts,
+                        max_bytes=self.max_payload_bytes),
+            _check_text(external_key, "external_key", required=False),
+        )
+        row = await self.pool.fetchrow(q.STORE, *args)
+        data = dict(row)
+        created = bool(data.pop("created"))
+        return data, created
+
+    async def get(self, event_id: int) -> dict[str, Any]:
+        """The stored row. Raises NotFound."""
+        row = await self.pool.fetchrow(q.GET, event_id)
+        if row is None:
+            raise NotFound(f"scheduled event {event_id} does not exist")
+        return dict(row)
+
+    async def list(
+        self, *, status: str | None = None, limit: int = 50, before: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Rows newest first, optionally of one ``status``; ``before`` is the last id seen."""
+        if status is not None and status not in STATUSES:
+            raise ValidationError(f"status must be one of {', '.join(STATUSES)}")
+        rows = await self.pool.fetch(q.LIST, status, before, limit)
+        return [dict(r) for r in rows]
+
+    async def retry(self, event_id: int) -> dict[str, Any]:
+        """Put a failed event back to pending (R-E6), compare-and-set on ``failed`` (R-H6).
+
+        Raises:
+            NotFound: no such event.  Conflict: not failed (``current`` carries the row).
+        """
+        return await self._cas(q.RETRY_FAILED, event_id, "failed")
+
+    async def cancel(self, event_id: int) -> dict[str, Any]:
+        """Cancel a pending event (R-E6), compare-and-set on ``pending`` (R-H6)."""
+        return await self._cas(q.CANCEL_PENDING, event_id, "pending")
+
+    async def _cas(self, sql: str, event_id: int, expected: str) -> dict[str, Any]:
+        row = await self.pool.fetchrow(sql, event_id)
+        if row is not None:
+            return dict(row)
+        current = await self.get(event_id)
+        raise Conflict(
+            f"scheduled event {event_id} is {current['status']}, not {expected}",
+            current={"status": current["status"]},
+        )
+
+    async def counts(self) -> dict[str, int]:
+        """Number of events per status."""
+        out = dict.fromkeys(STATUSES, 0)
+        for r in await self.pool.fetch(q.COUNT_BY_STATUS):
+            out[r["status"]] = r["n"]
+        return out
+
+    # -- dispatch ----------------------------------------------------------------
+
+    async def _call(self, event: Event, conn: asyncpg.Connection) -> None:
+        if self.handler is None:
+            raise RuntimeError("no event handler registered")
+        with anyio.fail_after(self.handler_timeout):
+            await self.handler(event, conn)
+
+    async def dispatch_once(self) -> int:
+        """Dispatch one batch of due events in one transaction (R-E3–R-E5).
+
+        Each event runs in a savepoint: a handler exception rolls back that event's
+        work only, marks it ``failed`` with ``last_error``, and the batch goes on.
+
+        Returns:
+            How many events were taken (dispatched or failed).
+        """
+        async with self.pool.acquire() as conn, conn.transaction():
+            ids = [r["id"] for r in await conn.fetch(q.CLAIM_DUE, self.batch)]
+            for event_id in ids:
+                try:
+                    async with conn.transaction():
+                        row = await conn.fetchrow(q.MARK_DISPATCHED, event_id)
+                        await self._call(event_from_row(row), conn)
+                except Exception as exc:
+                    log.warning("scheduled event %s failed: %s", event_id, exc)
+                    await conn.execute(q.MARK_FAILED, event_id, error_text(exc))
+            return len(ids)
+
+    async def next_due_in(self) -> float | None:
+        """Seconds until the soonest pending trigger (<= 0: due; None: nothing pending)."""
+        v = await self.pool.fetchval(q.NEXT_DUE_IN)
+        return None if v is None else float(v)
+
+    async def run_dispatcher(self, *, poll_seconds: float = 30.0) -> None:
+        """The dispatcher loop (R-E3): sleep until the soonest trigger, woken early by
+        NOTIFY, polling every ``poll_seconds`` only as a safety net. Cancel to stop."""
+        self.health.register("dispatcher", poll_seconds)
+        while True:
+            waiter = self.hub.arm("events")
+            taken = await self.dispatch_once()
+            self.health.beat("dispatcher")
+            if taken >= self.batch:
+                waiter.disarm()
+                continue
+            next_in = await self.next_due_in()
+            if next_in is None:
+                timeout = poll_seconds
+            elif next_in <= 0:
+                timeout = 0.0 if taken else _CONTENDED_RECHECK
+            else:
+                timeout = min(next_in, poll_seconds)
+            await waiter.wait(timeout)
+
+    async def ingest(
+        self,
+        event_type: str,
+        facts: Mapping[str, Any],
+        *,
+        subject_id: str | None = None,
+        tenant_id: str | None = None,
+    ) -> Event:
+        """Handle a live event now, on the same path as a dispatched one (R-E4).
+
+        Returns:
+            The Event handed to the handler.
+
+        Raises:
+            ValidationError, InvalidPayload, PayloadTooLarge: bad input.
+            HandlerFailed: the handler raised; its work was rolled back.
+        """
+        facts_text = check_facts(dict(facts) if isinstance(facts, Mapping) else facts,
+                                 max_bytes=self.max_payload_bytes)
+        now = datetime.now(UTC)
+        event = Event(
+            id=f"live-{uuid.uuid4()}",
+            event_type=str(_check_text(event_type, "event_type", required=True)),
+            subject_id=_check_text(subject_id, "subject_id", required=False),
+            tenant_id=_check_text(tenant_id, "tenant_id", required=False),
+            facts=json.loads(facts_text),
+            trigger_at=now,
+            dispatched_at=now,
+        )
+        try:
+            async with self.pool.acquire() as conn, conn.transaction():
+                await self._call(event, conn)
+        except Exception as exc:
+            raise HandlerFailed(f"event handler failed: {error_text(exc)}") from exc
+        return event

@@ -1,0 +1,48 @@
+"""Loop liveness for ``/healthz`` (R-E5): each loop records its last good iteration."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+
+@dataclass
+class LoopState:
+    """Liveness of one loop. Times are Unix seconds; ``period`` in seconds."""
+
+    name: str
+    period: float
+    last_ok: float | None = None
+    restarts: int = 0
+    last_error: str | None = None
+
+    def stale(self, now: float) -> bool:
+        """True when the loop has been silent for more than three of its periods."""
+        ref = self.last_ok
+        return ref is None or now - ref > 3 * self.period
+
+
+class Health:
+    """Registry of loop states, shared by the runner and the HTTP app."""
+
+    def __init__(self) -> None:
+        self.loops: dict[str, LoopState] = {}
+
+    def register(self, name: str, period: float) -> LoopState:
+        state = self.loops.get(name)
+        if state is None:
+            state = self.loops[name] = LoopState(name, period)
+        state.period = period
+        return state
+
+    def beat(self, name: str) -> None:
+        """Record a successful iteration of loop ``name`` now."""
+        state = self.loops.get(name)
+        if state is not None:
+            state.last_ok = time.time()
+
+    def unregister(self, name: str) -> None:
+        self.loops.pop(name, None)
+
+    def snapshot(self) -> list[LoopState]:
+        return list(self.loops.values())

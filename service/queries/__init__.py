@@ -1,0 +1,1 @@
+"""Named SQL statements, one module per concern. No statement is written twice."""

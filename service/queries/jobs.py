@@ -1,0 +1,196 @@
+"""SQL for queues and jobs (R-Q1–R-Q10). Parameters are documented per statement."""
+
+# Engine defaults are parameters ($9..$12) so they live in one place (service.queues).
+# $1 queue[] $2 payload[] $3 priority[] $4 run_at[] $5 delay_s[] $6 max_attempts[]
+# $7 dedupe_key[] $8 scheduled_for[]
+ENQUEUE = """
+INSERT INTO pgwake.jobs (queue, payload, priority, run_at, max_attempts, lease_seconds,
+                         backoff_base_seconds, backoff_cap_seconds, dedupe_key, scheduled_for)
+SELECT j.queue, j.payload, j.priority,
+       coalesce(j.run_at, now() + make_interval(secs => coalesce(j.delay_s, 0))),
+       coalesce(j.max_attempts, q.max_attempts, $9),
+       coalesce(q.lease_seconds, $10),
+       coalesce(q.backoff_base_seconds, $11),
+       coalesce(q.backoff_cap_seconds, $12),
+       j.dedupe_key, j.scheduled_for
+FROM unnest($1::text[], $2::jsonb[], $3::int[], $4::timestamptz[], $5::float8[], $6::int[],
+            $7::text[], $8::timestamptz[])
+     WITH ORDINALITY AS j(queue, payload, priority, run_at, delay_s, max_attempts,
+                          dedupe_key, scheduled_for, ord)
+LEFT JOIN pgwake.queues q ON q.name = j.queue
+ORDER BY j.ord
+ON CONFLICT (queue, dedupe_key) WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running')
+DO NOTHING
+RETURNING id, queue, dedupe_key
+"""
+
+# $1 queue[] $2 dedupe_key[]
+FIND_LIVE_BY_DEDUPE = """
+SELECT j.id, j.queue, j.dedupe_key
+FROM unnest($1::text[], $2::text[]) AS k(queue, dedupe_key)
+JOIN pgwake.jobs j ON j.queue = k.queue AND j.dedupe_key = k.dedupe_key
+WHERE j.status IN ('pending', 'running')
+"""
+
+# $1 queue $2 worker_id $3 limit
+CLAIM = """
+WITH due AS (
+    SELECT id FROM pgwake.jobs
+    WHERE queue = $1 AND status = 'pending' AND run_at <= now()
+    ORDER BY priority DESC, run_at, id
+    LIMIT $3
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE pgwake.jobs j
+SET status = 'running', attempts = j.attempts + 1, worker_id = $2,
+    lease_expires_at = now() + make_interval(secs => j.lease_seconds)
+FROM due
+WHERE j.id = due.id
+RETURNING j.*
+"""
+
+# Fence shared by ack / retry / heartbeat / dead-letter: $1 id $2 worker_id $3 attempt.
+_FENCE = "id = $1 AND worker_id = $2 AND attempts = $3 AND status = 'running'"
+
+ACK = f"""
+WITH target AS (
+    SELECT j.id, coalesce(q.retention_seconds, 0) > 0 AS keep
+    FROM pgwake.jobs j LEFT JOIN pgwake.queues q ON q.name = j.queue
+    WHERE j.id = $1 AND j.worker_id = $2 AND j.attempts = $3 AND j.status = 'running'
+    FOR UPDATE OF j
+), deleted AS (
+    DELETE FROM pgwake.jobs WHERE id IN (SELECT id FROM target WHERE NOT keep) RETURNING id
+), kept AS (
+    UPDATE pgwake.jobs SET status = 'done', finished_at = now(), lease_expires_at = NULL
+    WHERE id IN (SELECT id FROM target WHERE keep) RETURNING id
+)
+SELECT (SELECT count(*) FROM deleted) + (SELECT count(*) FROM kept)
+"""
+
+# $4 error text, $5 explicit delay seconds or NULL (then backoff with full jitter
+# between base and min(cap, base * 2^attempts)).
+RETRY = f"""
+UPDATE pgwake.jobs
+SET status = CASE WHEN attempts >= max_attempts THEN 'dead' ELSE 'pending' END,
+    run_at = CASE WHEN attempts >= max_attempts THEN run_at
+             ELSE now() + make_interval(secs => coalesce($5::float8, least(
+                 backoff_cap_seconds,
+                 backoff_base_seconds + random() * greatest(0,
+                     least(backoff_cap_seconds,
+                           backoff_base_seconds * power(2, least(attempts, 60)))
+                     - backoff_base_seconds))))
+             END,
+    finished_at = CASE WHEN attempts >= max_attempts THEN now() END,
+    last_error = $4, worker_id = NULL, lease_expires_at = NULL
+WHERE {_FENCE}
+RETURNING status, run_at
+"""
+
+# $4 error text
+DEAD_LETTER = f"""
+UPDATE pgwake.jobs
+SET status = 'dead', finished_at = now(), last_error = $4, worker_id = NULL,
+    lease_expires_at = NULL
+WHERE {_FENCE}
+RETURNING status
+"""
+
+# $4 lease extension in seconds or NULL (the job's stamped lease)
+HEARTBEAT = f"""
+UPDATE pgwake.jobs
+SET lease_expires_at = now() + make_interval(secs => coalesce($4::float8, lease_seconds))
+WHERE {_FENCE}
+RETURNING lease_expires_at
+"""
+
+# $1 max rows. Expired leases go back to pending, or dead when no attempts are left.
+REAP_EXPIRED = """
+WITH expired AS (
+    SELECT id FROM pgwake.jobs
+    WHERE status = 'running' AND lease_expires_at < now()
+    ORDER BY lease_expires_at
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE pgwake.jobs j
+SET status = CASE WHEN j.attempts >= j.max_attempts THEN 'dead' ELSE 'pending' END,
+    finished_at = CASE WHEN j.attempts >= j.max_attempts THEN now() END,
+    run_at = now(),
+    last_error = format('lease expired (worker %s, attempt %s)', j.worker_id, j.attempts),
+    worker_id = NULL, lease_expires_at = NULL
+FROM expired
+WHERE j.id = expired.id
+RETURNING j.id, j.queue, j.status
+"""
+
+# Seconds from the database's now() to the queue's soonest pending run_at (NULL when none).
+NEXT_RUN_IN = """
+SELECT extract(epoch FROM min(run_at) - now())::float8
+FROM pgwake.jobs WHERE queue = $1 AND status = 'pending'
+"""
+
+NEXT_LEASE_EXPIRY_IN = """
+SELECT extract(epoch FROM min(lease_expires_at) - now())::float8
+FROM pgwake.jobs WHERE status = 'running'
+"""
+
+GET = "SELECT * FROM pgwake.jobs WHERE id = $1"
+
+CANCEL = "DELETE FROM pgwake.jobs WHERE id = $1 AND status = 'pending' RETURNING id"
+
+# $1 id; a dead job starts over with a fresh attempt budget.
+REQUEUE_DEAD = """
+UPDATE pgwake.jobs
+SET status = 'pending', attempts = 0, run_at = now(), finished_at = NULL
+WHERE id = $1 AND status = 'dead'
+RETURNING id
+"""
+
+# $1 queue $2 limit $3 before id (keyset pagination, newest first)
+LIST_DEAD = """
+SELECT * FROM pgwake.jobs
+WHERE queue = $1 AND status = 'dead' AND ($3::bigint IS NULL OR id < $3)
+ORDER BY id DESC
+LIMIT $2
+"""
+
+STATS = """
+SELECT status, count(*)::bigint AS n, min(run_at) FILTER (WHERE status = 'pending') AS oldest
+FROM pgwake.jobs WHERE queue = $1 GROUP BY status
+"""
+
+# $1 max rows
+PRUNE_DONE = """
+DELETE FROM pgwake.jobs
+WHERE id IN (
+    SELECT j.id FROM pgwake.jobs j JOIN pgwake.queues q ON q.name = j.queue
+    WHERE j.status = 'done'
+      AND j.finished_at < now() - make_interval(secs => q.retention_seconds)
+    LIMIT $1
+)
+"""
+
+# $1 name $2 lease $3 max_attempts $4 base $5 cap $6 retention
+CONFIGURE_QUEUE = """
+INSERT INTO pgwake.queues (name, lease_seconds, max_attempts, backoff_base_seconds,
+                           backoff_cap_seconds, retention_seconds)
+VALUES ($1, $2, $3, $4, $5, coalesce($6::float8, 0))
+ON CONFLICT (name) DO UPDATE SET
+    lease_seconds = coalesce(EXCLUDED.lease_seconds, pgwake.queues.lease_seconds),
+    max_attempts = coalesce(EXCLUDED.max_attempts, pgwake.queues.max_attempts),
+    backoff_base_seconds = coalesce(EXCLUDED.backoff_base_seconds,
+                                    pgwake.queues.backoff_base_seconds),
+    backoff_cap_seconds = coalesce(EXCLUDED.backoff_cap_seconds,
+                                   pgwake.queues.backoff_cap_seconds),
+    retention_seconds = coalesce($6::float8, pgwake.queues.retention_seconds),
+    updated_at = now()
+RETURNING *
+"""
+
+# Insert the queue row only if absent (engine-defined defaults such as outboxes').
+ENSURE_QUEUE = """
+INSERT INTO pgwake.queues (name, lease_seconds, max_attempts, backoff_base_seconds,
+                           backoff_cap_seconds)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (name) DO NOTHING
+"""

@@ -1,0 +1,153 @@
+"""The runner: every loop under one task group, each supervised (R-X2, R-E5).
+
+Loops: scheduled-event dispatcher, queue workers for registered handlers,
+webhook relays (one per outbox with a webhook URL, reconciled on NOTIFY),
+the lease reaper and the retention pruner. A loop that raises is logged,
+counted in :class:`service.health.Health` and restarted with backoff.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import anyio
+import anyio.abc
+import httpx
+
+from service.outbox import backing_queue
+from service.queries import outbox as outbox_q
+from service.webhooks import WebhookDelivery, WebhookTarget
+from service.worker import error_text, run_worker
+
+if TYPE_CHECKING:
+    from service.engine import Engine
+
+log = logging.getLogger("pgwake.runner")
+
+PRUNE_EVERY_SECONDS = 60.0
+
+
+async def supervise(
+    engine: Engine, name: str, loop: Callable[[], Awaitable[None]], period: float
+) -> None:
+    """Run ``loop`` forever; on exception log it, record it, and restart with backoff."""
+    state = engine.health.register(name, period)
+    backoff = 0.1
+    while True:
+        try:
+            await loop()
+            return
+        except Exception as exc:
+            state.restarts += 1
+            state.last_error = error_text(exc)
+            log.exception("loop %s crashed; restarting in %.1fs", name, backoff)
+        await anyio.sleep(backoff)
+        backoff = min(backoff * 2, 5.0)
+
+
+class Runner:
+    """Owns the task group of one engine's loops. Use :meth:`Engine.runner`."""
+
+    def __init__(self, engine: Engine, *, webhooks: bool = True) -> None:
+        self.engine = engine
+        self.webhooks = webhooks
+        self.worker_id = engine.instance_id
+
+    @contextlib.asynccontextmanager
+    async def run(self) -> AsyncIterator[Runner]:
+        e = self.engine
+        poll = e.poll_seconds
+        async with httpx.AsyncClient() as client, anyio.create_task_group() as tg:
+            if e.events.handler is not None:
+                tg.start_soon(
+                    supervise, e, "dispatcher",
+                    lambda: e.events.run_dispatcher(poll_seconds=poll), poll,
+                )
+            for queue, (handler, concurrency) in e._job_handlers.items():
+                tg.start_soon(
+                    supervise, e, f"worker:{queue}",
+                    _bind_worker(e, queue, handler, concurrency, self.worker_id), poll,
+                )
+            tg.start_soon(supervise, e, "reaper", self._reaper, poll)
+            tg.start_soon(supervise, e, "pruner", self._pruner, PRUNE_EVERY_SECONDS)
+            if self.webhooks:
+                tg.start_soon(supervise, e, "webhooks", lambda: self._webhooks(client), poll)
+            try:
+                yield self
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _reaper(self) -> None:
+        """Reclaim expired leases (R-Q6); sleeps until the soonest lease expiry."""
+        e = self.engine
+        while True:
+            await e.queues.reap_expired()
+            e.health.beat("reaper")
+            next_in = await e.queues.next_lease_expiry_in()
+            timeout = e.poll_seconds if next_in is None else min(max(next_in, 0.01), e.poll_seconds)
+            await anyio.sleep(timeout)
+
+    async def _pruner(self) -> None:
+        """Delete completed jobs past their queue's retention (R-Q10)."""
+        e = self.engine
+        while True:
+            while await e.queues.prune_done() > 0:
+                await anyio.sleep(0)
+            e.health.beat("pruner")
+            await anyio.sleep(PRUNE_EVERY_SECONDS)
+
+    async def _webhooks(self, client: httpx.AsyncClient) -> None:
+        """Keep one relay per outbox with a webhook URL, reconciled when configs change."""
+        e = self.engine
+        running: dict[str, tuple[WebhookTarget, anyio.CancelScope]] = {}
+        async with anyio.create_task_group() as tg:
+            while True:
+                waiter = e.hub.arm("outboxes")
+                rows = await e.pool.fetch(outbox_q.LIST_WEBHOOKS)
+                wanted = {
+                    r["name"]: WebhookTarget(r["webhook_url"], r["webhook_secret"],
+                                             r["timeout_seconds"])
+                    for r in rows
+                }
+                for name, (target, scope) in list(running.items()):
+                    if wanted.get(name) != target:
+                        scope.cancel()
+                        del running[name]
+                for name, target in wanted.items():
+                    if name not in running:
+                        scope = anyio.CancelScope()
+                        running[name] = (target, scope)
+                        tg.start_soon(self._relay, name, target, client, scope)
+                e.health.beat("webhooks")
+                await waiter.wait(e.poll_seconds)
+
+    async def _relay(
+        self, name: str, target: WebhookTarget, client: httpx.AsyncClient,
+        scope: anyio.CancelScope,
+    ) -> None:
+        e = self.engine
+        delivery = WebhookDelivery(target, client)
+        with scope:
+            await supervise(
+                e, f"outbox:{name}",
+                lambda: run_worker(
+                    e.queues, e.hub, e.health, queue=backing_queue(name), handler=delivery,
+                    worker_id=self.worker_id, concurrency=8, poll_seconds=e.poll_seconds,
+                    loop_name=f"outbox:{name}",
+                ),
+                e.poll_seconds,
+            )
+        e.health.unregister(f"outbox:{name}")
+
+
+def _bind_worker(
+    e: Engine, queue: str, handler: Callable[..., Awaitable[object]], concurrency: int,
+    worker_id: str,
+) -> Callable[[], Awaitable[None]]:
+    return lambda: run_worker(
+        e.queues, e.hub, e.health, queue=queue, handler=handler, worker_id=worker_id,
+        concurrency=concurrency, poll_seconds=e.poll_seconds,
+    )

@@ -1,0 +1,123 @@
+"""The consumer loop shared by queue workers and outbox relays (R-Q3–R-Q6, R-Q9, R-O3).
+
+A worker claims a batch, runs the handler for each job, acks on success and
+retries (with the queue's backoff) on exception. It sleeps until the earliest
+of: a NOTIFY on its queue, the queue's next ``run_at``, the safety poll.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from service.health import Health
+from service.jobs import Job
+from service.queues import Queues
+from service.wakeup import WakeHub
+
+log = logging.getLogger("pgwake.worker")
+
+JobHandler = Callable[[Job], Awaitable[object]]
+
+# When due rows exist but another worker holds them (SKIP LOCKED), re-check this soon.
+_CONTENDED_RECHECK = 0.05
+
+
+class DeadLetter(Exception):  # noqa: N818 - it is a signal, named for what it does
+    """Raise from a handler to move the job to ``dead`` at once, without further attempts."""
+
+
+def error_text(exc: BaseException) -> str:
+    """The text recorded as a job's ``last_error`` for ``exc``."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def process(job: Job, handler: JobHandler) -> bool:
+    """Run ``handler(job)``; ack on success, dead-letter on :class:`DeadLetter`, else retry.
+
+    Returns:
+        True when the handler succeeded (whether or not the ack still held the lease).
+    """
+    try:
+        await handler(job)
+    except DeadLetter as exc:
+        await job.dead_letter(error_text(exc))
+        return False
+    except Exception as exc:
+        log.info("job %s on %s failed (attempt %s): %s", job.id, job.queue, job.attempts, exc)
+        await job.retry(error_text(exc))
+        return False
+    if not await job.ack():
+        log.warning("job %s on %s: lease lost before ack", job.id, job.queue)
+    return True
+
+
+async def run_worker(
+    queues: Queues,
+    hub: WakeHub,
+    health: Health,
+    *,
+    queue: str,
+    handler: JobHandler,
+    worker_id: str,
+    concurrency: int = 1,
+    batch: int | None = None,
+    poll_seconds: float = 30.0,
+    loop_name: str | None = None,
+) -> None:
+    """Consume ``queue`` forever (until cancelled).
+
+    Args:
+        queues: queue operations.
+        hub: NOTIFY wakeups; the worker listens on topic ``job:<queue>``.
+        health: liveness registry; the loop beats once per iteration.
+        queue: the queue name (reserved names allowed: outboxes use ``__outbox:*``).
+        handler: ``async (Job) -> Any``.
+        worker_id: the lease owner token.
+        concurrency: jobs in flight at once.
+        batch: jobs claimed per statement (default: ``concurrency``).
+        poll_seconds: the safety-net poll, in seconds.
+    """
+    name = loop_name or f"worker:{queue}"
+    health.register(name, poll_seconds)
+    batch = batch or concurrency
+    inflight = 0
+    slot_free = anyio.Event()
+    topic = f"job:{queue}"
+
+    async def run_one(job: Job) -> None:
+        nonlocal inflight, slot_free
+        try:
+            await process(job, handler)
+        finally:
+            inflight -= 1
+            slot_free.set()
+
+    async with anyio.create_task_group() as tg:
+        while True:
+            if inflight >= concurrency:
+                slot_free = anyio.Event()
+                await slot_free.wait()
+                continue
+            waiter = hub.arm(topic)
+            jobs = await queues.claim(
+                queue, worker_id, min(batch, concurrency - inflight), allow_reserved=True
+            )
+            health.beat(name)
+            for job in jobs:
+                inflight += 1
+                tg.start_soon(run_one, job)
+            if jobs:
+                waiter.disarm()
+                continue
+            next_in = await queues.next_run_in(queue)
+            if next_in is None:
+                timeout = poll_seconds
+            elif next_in <= 0:
+                timeout = _CONTENDED_RECHECK
+            else:
+                timeout = min(next_in, poll_seconds)
+            await waiter.wait(timeout)

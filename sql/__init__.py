@@ -1,0 +1,1 @@
+"""Schema migrations, shipped inside the wheel as the ``service.sql`` package."""
