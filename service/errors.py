@@ -124,3 +124,19 @@ class Forbidden(PgwakeError):
     code = "forbidden"
     status = 403
     title = "Forbidden"
+
+
+class MalformedJSON(PgwakeError):
+    """A body that is not valid JSON, NaN/Infinity included (R-H3, HTTP 400)."""
+
+    code = "malformed_json"
+    status = 400
+    title = "Malformed JSON"
+
+
+class UnsupportedMediaType(PgwakeError):
+    """A request body that is not ``application/json`` (R-H3, HTTP 415)."""
+
+    code = "unsupported_media_type"
+    status = 415
+    title = "Unsupported media type"

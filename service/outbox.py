@@ -62,12 +62,9 @@ class Outbox:
         self._hub = hub
         self._health = health
         self._poll_seconds = poll_seconds
-        self._ensured = False
 
     async def _ensure(self) -> None:
-        if not self._ensured:
-            await self._queues.ensure(self.queue, OUTBOX_DEFAULTS)
-            self._ensured = True
+        await self._queues.ensure(self.queue, OUTBOX_DEFAULTS)
 
     async def enqueue(
         self,

@@ -11,14 +11,14 @@ import json
 from datetime import datetime
 from typing import Any
 
-from service.errors import InvalidPayload, NaiveDatetime, PayloadTooLarge
+from service.errors import InvalidPayload, MalformedJSON, NaiveDatetime, PayloadTooLarge
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 64
 
 
 def _reject_constant(name: str) -> Any:
-    raise InvalidPayload(f"non-finite number {name} is not valid JSON")
+    raise MalformedJSON(f"non-finite number {name} is not valid JSON")
 
 
 def parse_json(raw: bytes | str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
@@ -33,18 +33,20 @@ def parse_json(raw: bytes | str, *, max_bytes: int = DEFAULT_MAX_BYTES) -> Any:
 
     Raises:
         PayloadTooLarge: ``raw`` exceeds ``max_bytes``.
-        InvalidPayload: malformed JSON, invalid UTF-8, NaN/Infinity, NUL characters,
-            lone surrogates or nesting deeper than 64.
+        MalformedJSON: not JSON, invalid UTF-8, or NaN/Infinity.
+        InvalidPayload: NUL characters, lone surrogates or nesting deeper than 64.
     """
     if len(raw) > max_bytes:
         raise PayloadTooLarge(f"body is {len(raw)} bytes; the limit is {max_bytes}")
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
         value = json.loads(text, parse_constant=_reject_constant)
-    except InvalidPayload:
+    except MalformedJSON:
         raise
-    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        raise InvalidPayload(f"malformed JSON: {exc}") from None
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise MalformedJSON(f"malformed JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidPayload(f"JSON nested deeper than {MAX_DEPTH} levels") from None
     check_json(value)
     return value
 

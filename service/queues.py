@@ -84,6 +84,7 @@ class Queues:
         self.pool = pool
         self.defaults = defaults
         self.max_payload_bytes = max_payload_bytes
+        self._ensured: set[str] = set()
 
     # -- enqueue -----------------------------------------------------------------
 
@@ -433,7 +434,12 @@ class Queues:
         )
 
     async def ensure(self, queue: str, defaults: QueueDefaults) -> None:
-        """Create the queue row with ``defaults`` if it does not exist (engine-internal)."""
+        """Create the queue row with ``defaults`` if it does not exist (engine-internal).
+
+        Done once per queue per process.
+        """
+        if queue in self._ensured:
+            return
         await self.pool.execute(
             q.ENSURE_QUEUE,
             queue,
@@ -442,3 +448,4 @@ class Queues:
             defaults.backoff_base_seconds,
             defaults.backoff_cap_seconds,
         )
+        self._ensured.add(queue)

@@ -1,0 +1,158 @@
+"""The ``pgwake`` command line (R-H5).
+
+``serve`` runs uvicorn and the runner in one process on one pool. Every command
+uses ``DATABASE_URL``; without it, the embedded PostgreSQL in ``PGWAKE_DATA_DIR``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from service.config import Settings
+from service.engine import Engine
+from service.errors import PgwakeError
+from service.http.common import jsonable
+
+
+def _database_url(settings: Settings, *, announce: bool) -> tuple[str, Any]:
+    if settings.database_url:
+        return settings.database_url, None
+    from service.embedded import start_embedded
+
+    if announce:
+        print(
+            f"pgwake: DATABASE_URL is not set; using the embedded PostgreSQL in "
+            f"{settings.data_dir.resolve()}",
+            flush=True,
+        )
+    return start_embedded(settings.data_dir)
+
+
+async def _with_engine(settings: Settings, fn: Callable[[Engine], Awaitable[int]]) -> int:
+    dsn, _server = _database_url(settings, announce=False)
+    async with Engine(dsn, listen_dsn=settings.listen_url, pool_min=1, pool_max=2) as engine:
+        return await fn(engine)
+
+
+def cmd_serve(settings: Settings, _args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from service.http.app import create_app
+
+    dsn, server = _database_url(settings, announce=True)
+    settings = settings.model_copy(update={"database_url": dsn})
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    app = create_app(settings)
+    print(f"pgwake: serving on http://{settings.host}:{settings.port}", flush=True)
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info",
+                lifespan="on")
+    del server
+    return 0
+
+
+def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
+    import asyncpg
+
+    from service import db
+    from service.migrate import migrate
+
+    async def run() -> int:
+        dsn, _server = _database_url(settings, announce=False)
+        conn = await asyncpg.connect(dsn)
+        try:
+            await db.init_connection(conn)
+            applied = await migrate(conn)
+        finally:
+            await conn.close()
+        print(f"applied migrations: {applied}" if applied else "schema is up to date")
+        return 0
+
+    return asyncio.run(run())
+
+
+def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
+    from service import tokens
+
+    async def run(engine: Engine) -> int:
+        pool = engine.pool
+        if args.token_cmd == "create":
+            token = await tokens.create_token(pool, args.name,
+                                              tokens.parse_permissions(args.permissions))
+            print(f"created token {args.name!r} with permissions {args.permissions}; "
+                  "it is shown once:", file=sys.stderr)
+            print(token)
+        elif args.token_cmd == "list":
+            for row in await tokens.list_tokens(pool):
+                state = "revoked" if row["revoked_at"] else "active"
+                print(f"{row['name']}\t{','.join(row['permissions'])}\t{state}\t"
+                      f"{row['created_at'].isoformat()}")
+        else:
+            await tokens.revoke_token(pool, args.name)
+            print(f"revoked token {args.name!r}")
+        return 0
+
+    return asyncio.run(_with_engine(settings, run))
+
+
+def cmd_outbox(settings: Settings, args: argparse.Namespace) -> int:
+    async def run(engine: Engine) -> int:
+        stored = await engine.outbox(args.name).configure_webhook(
+            args.webhook_url, secret=args.secret, timeout=args.timeout
+        )
+        print(json.dumps(jsonable(stored)))
+        return 0
+
+    return asyncio.run(_with_engine(settings, run))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pgwake", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("serve", help="serve HTTP and run every loop in one process")
+    sub.add_parser("migrate", help="apply pending schema migrations")
+
+    token = sub.add_parser("token", help="manage API tokens")
+    tsub = token.add_subparsers(dest="token_cmd", required=True)
+    create = tsub.add_parser("create", help="create a token; prints it alone on the last line")
+    create.add_argument("--name", required=True)
+    create.add_argument("--permissions", required=True, help="comma list of ingest,read,admin")
+    tsub.add_parser("list", help="list tokens (never their secrets)")
+    revoke = tsub.add_parser("revoke", help="revoke a token by name")
+    revoke.add_argument("name")
+
+    outbox = sub.add_parser("outbox", help="configure outboxes")
+    osub = outbox.add_subparsers(dest="outbox_cmd", required=True)
+    conf = osub.add_parser("configure", help="set an outbox's webhook target")
+    conf.add_argument("name")
+    conf.add_argument("--webhook-url", required=True)
+    conf.add_argument("--secret", default=None, help="whsec_<base64> or any string")
+    conf.add_argument("--timeout", type=float, default=None, help="seconds (default 10)")
+    return parser
+
+
+COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
+    "serve": cmd_serve,
+    "migrate": cmd_migrate,
+    "token": cmd_token,
+    "outbox": cmd_outbox,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``pgwake`` console script. Returns the exit status."""
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](Settings(), args)
+    except PgwakeError as exc:
+        print(f"pgwake: error: {exc.detail}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,76 @@
+"""The Starlette application (R-H1–R-H3) and its lifespan (R-X2).
+
+``create_app(settings)`` opens the engine (pool, LISTEN, migrations) and runs
+the runner inside the app's lifespan, so ``uvicorn`` serves HTTP and every loop
+in one process on one pool. ``create_app(engine=…)`` mounts the surface on an
+engine the caller already runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+
+from service.config import Settings
+from service.engine import Engine
+from service.errors import PgwakeError
+from service.http import events, health, outboxes, problems
+from service.standalone import install_default_handler
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    engine: Engine | None = None,
+    run_runner: bool = True,
+) -> Starlette:
+    """Build the HTTP app.
+
+    Args:
+        settings: configuration; ``settings.database_url`` must be set when no
+            ``engine`` is given (the CLI resolves the embedded PostgreSQL first).
+        engine: an engine the caller opened; the app then neither opens nor closes it.
+        run_runner: run the runner (dispatcher, relays, reaper) in the lifespan.
+
+    Returns:
+        A Starlette app whose lifespan starts and stops everything cleanly.
+    """
+    settings = settings or Settings()
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with contextlib.AsyncExitStack() as stack:
+            eng = engine
+            if eng is None:
+                if not settings.database_url:
+                    raise RuntimeError("DATABASE_URL is not set")
+                eng = await stack.enter_async_context(Engine(
+                    settings.database_url, listen_dsn=settings.listen_url,
+                    poll_seconds=settings.poll_seconds,
+                    dispatch_batch=settings.dispatch_batch,
+                    max_payload_bytes=settings.max_body_bytes,
+                    pool_min=settings.pool_min, pool_max=settings.pool_max,
+                ))
+                install_default_handler(eng)
+            app.state.engine = eng
+            if run_runner:
+                await stack.enter_async_context(eng.runner())
+            yield
+
+    app = Starlette(
+        routes=[*health.routes, *events.routes, *outboxes.routes],
+        lifespan=lifespan,
+        exception_handlers={
+            PgwakeError: problems.pgwake_error,
+            HTTPException: problems.http_error,
+            Exception: problems.unexpected_error,
+        },
+    )
+    app.state.max_body_bytes = settings.max_body_bytes
+    app.state.runner_expected = run_runner
+    if engine is not None:
+        app.state.engine = engine
+    return app

@@ -1,0 +1,78 @@
+"""Request models: they validate bodies and (later) generate the OpenAPI schema."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+
+
+def _iso_string(value: Any) -> Any:
+    # R-N2: instants arrive as ISO 8601 strings with an offset; numbers are refused
+    # rather than guessed at.
+    if isinstance(value, datetime | str):
+        return value
+    raise ValueError("must be an ISO 8601 string with a UTC offset")
+
+
+Instant = Annotated[AwareDatetime, BeforeValidator(_iso_string)]
+Text = Annotated[str, Field(min_length=1, max_length=256)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=False)
+
+
+def check_facts_members(facts: dict[str, Any]) -> dict[str, Any]:
+    """R-E1: facts is a non-empty object carrying ``facts_version`` and ``scenario``."""
+    if not facts:
+        raise ValueError("facts must be a non-empty object")
+    missing = [k for k in ("facts_version", "scenario") if k not in facts]
+    if missing:
+        raise ValueError(f"facts is missing {' and '.join(missing)}")
+    return facts
+
+
+class _WithFacts(_Model):
+    facts: dict[str, Any]
+
+    @field_validator("facts")
+    @classmethod
+    def _facts(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return check_facts_members(value)
+
+
+class ScheduledEventIn(_WithFacts):
+    """Body of ``POST /admin/scheduled-events`` (R-E1)."""
+
+    event_type: Text
+    subject_id: Text | None = None
+    tenant_id: Text | None = None
+    trigger_at: Instant
+    external_key: Text | None = None
+
+
+class LiveEventIn(_WithFacts):
+    """Body of ``POST /events`` (R-E4)."""
+
+    event_type: Text
+    subject_id: Text | None = None
+    tenant_id: Text | None = None
+
+
+class OutboxMessageIn(_Model):
+    """Body of ``POST /outbox/{name}/messages`` (R-O4): the payload plus options."""
+
+    payload: dict[str, Any]
+    max_attempts: Annotated[int, Field(ge=1, le=1000)] | None = None
+    delay_seconds: Annotated[float, Field(ge=0, le=10 * 365 * 86400)] | None = None
+    dedupe_key: Text | None = None
+
+
+class OutboxConfigIn(_Model):
+    """Body of ``PUT /admin/outboxes/{name}`` (R-O4)."""
+
+    webhook_url: Annotated[str, Field(min_length=1, max_length=2048)] | None = None
+    secret: Annotated[str, Field(min_length=1, max_length=512)] | None = None
+    timeout_seconds: Annotated[float, Field(gt=0, le=300)] | None = None
