@@ -50,8 +50,7 @@ def cmd_serve(settings: Settings, _args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     app = create_app(settings)
     print(f"pgwake: serving on http://{settings.host}:{settings.port}", flush=True)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info",
-                lifespan="on")
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", lifespan="on")
     del server
     return 0
 
@@ -82,16 +81,22 @@ def cmd_token(settings: Settings, args: argparse.Namespace) -> int:
     async def run(engine: Engine) -> int:
         pool = engine.pool
         if args.token_cmd == "create":
-            token = await tokens.create_token(pool, args.name,
-                                              tokens.parse_permissions(args.permissions))
-            print(f"created token {args.name!r} with permissions {args.permissions}; "
-                  "it is shown once:", file=sys.stderr)
+            token = await tokens.create_token(
+                pool, args.name, tokens.parse_permissions(args.permissions)
+            )
+            print(
+                f"created token {args.name!r} with permissions {args.permissions}; "
+                "it is shown once:",
+                file=sys.stderr,
+            )
             print(token)
         elif args.token_cmd == "list":
             for row in await tokens.list_tokens(pool):
                 state = "revoked" if row["revoked_at"] else "active"
-                print(f"{row['name']}\t{','.join(row['permissions'])}\t{state}\t"
-                      f"{row['created_at'].isoformat()}")
+                print(
+                    f"{row['name']}\t{','.join(row['permissions'])}\t{state}\t"
+                    f"{row['created_at'].isoformat()}"
+                )
         else:
             await tokens.revoke_token(pool, args.name)
             print(f"revoked token {args.name!r}")

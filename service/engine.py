@@ -183,8 +183,13 @@ class Engine:
     ) -> int:
         """Enqueue one job (R-Q1); see :meth:`service.queues.Queues.enqueue`."""
         return await self.queues.enqueue(
-            queue, payload, run_at=run_at, delay=delay, priority=priority,
-            max_attempts=max_attempts, dedupe_key=dedupe_key,
+            queue,
+            payload,
+            run_at=run_at,
+            delay=delay,
+            priority=priority,
+            max_attempts=max_attempts,
+            dedupe_key=dedupe_key,
         )
 
     async def enqueue_tx(
@@ -194,7 +199,10 @@ class Engine:
         return await self.queues.enqueue_tx(conn, queue, payload, **options)
 
     async def enqueue_many(
-        self, queue: str, jobs: list[NewJob | Mapping[str, Any]], *,
+        self,
+        queue: str,
+        jobs: list[NewJob | Mapping[str, Any]],
+        *,
         conn: asyncpg.Connection | None = None,
     ) -> list[int]:
         """Enqueue a batch in one statement (R-Q1). Returns ids in input order."""
@@ -216,11 +224,16 @@ class Engine:
 
     def outbox(self, name: str) -> Outbox:
         """The outbox ``name`` (R-O1). Raises InvalidName or ReservedName."""
+        check_name(name, kind="outbox")
         return Outbox(name, self.queues, self.hub, self.health, poll_seconds=self.poll_seconds)
 
     async def ingest(
-        self, event_type: str, facts: Mapping[str, Any], *,
-        subject_id: str | None = None, tenant_id: str | None = None,
+        self,
+        event_type: str,
+        facts: Mapping[str, Any],
+        *,
+        subject_id: str | None = None,
+        tenant_id: str | None = None,
     ) -> Event:
         """Handle a live event now through the registered handler (R-E4)."""
         return await self.events.ingest(

@@ -94,6 +94,14 @@ def _check_text(value: object, what: str, *, required: bool, max_len: int = 256)
     return value
 
 
+REQUIRED_FACTS = ("facts_version", "scenario")
+
+
+def missing_facts(facts: Mapping[str, Any]) -> list[str]:
+    """The members R-E1 requires of facts (``facts_version``, ``scenario``) that are absent."""
+    return [k for k in REQUIRED_FACTS if k not in facts]
+
+
 def check_facts(facts: object, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     """Validate event facts (R-E1, R-N4) and return them as JSON text.
 
@@ -108,7 +116,7 @@ def check_facts(facts: object, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
             "facts must be a non-empty JSON object",
             errors=[{"loc": ["facts"], "msg": "must be a non-empty object", "type": "value_error"}],
         )
-    missing = [k for k in ("facts_version", "scenario") if k not in facts]
+    missing = missing_facts(facts)
     if missing:
         raise ValidationError(
             f"facts is missing {', '.join(missing)}",
@@ -194,8 +202,10 @@ class ScheduledEvents:
             _check_text(subject_id, "subject_id", required=False),
             _check_text(tenant_id, "tenant_id", required=False),
             require_aware(trigger_at, "trigger_at"),
-            check_facts(dict(facts) if isinstance(facts, Mapping) else facts,
-                        max_bytes=self.max_payload_bytes),
+            check_facts(
+                dict(facts) if isinstance(facts, Mapping) else facts,
+                max_bytes=self.max_payload_bytes,
+            ),
             _check_text(external_key, "external_key", required=False),
         )
         row = await self.pool.fetchrow(q.STORE, *args)
@@ -319,8 +329,9 @@ class ScheduledEvents:
             ValidationError, InvalidPayload, PayloadTooLarge: bad input.
             HandlerFailed: the handler raised; its work was rolled back.
         """
-        facts_text = check_facts(dict(facts) if isinstance(facts, Mapping) else facts,
-                                 max_bytes=self.max_payload_bytes)
+        facts_text = check_facts(
+            dict(facts) if isinstance(facts, Mapping) else facts, max_bytes=self.max_payload_bytes
+        )
         now = datetime.now(UTC)
         event = Event(
             id=f"live-{uuid.uuid4()}",

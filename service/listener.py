@@ -51,7 +51,7 @@ class Listener:
             try:
                 conn = await asyncpg.connect(self.dsn, timeout=10)
                 lost = anyio.Event()
-                conn.add_termination_listener(lambda _c: lost.set())
+                conn.add_termination_listener(lambda _c, lost=lost: lost.set())
                 await conn.add_listener(CHANNEL, self._on_notify)
                 self.is_connected = True
                 self.connected.set()

@@ -35,7 +35,7 @@ CREATE TABLE IF NOT EXISTS pgwake.migrations (
 
 @dataclass(frozen=True)
 class Migration:
-    """One migration file: ``version`` (int), ``name``, ``sql`` text and its SHA-256 ``checksum``."""
+    """One migration file: ``version``, ``name``, ``sql`` text and its SHA-256 ``checksum``."""
 
     version: int
     name: str
@@ -88,8 +88,7 @@ async def migrate(conn: asyncpg.Connection) -> list[int]:
         unknown = sorted(set(recorded) - known)
         if unknown:
             raise MigrationError(
-                f"database has migrations {unknown} that this pgwake does not ship; "
-                "upgrade pgwake"
+                f"database has migrations {unknown} that this pgwake does not ship; upgrade pgwake"
             )
         for m in migrations:
             row = recorded.get(m.version)

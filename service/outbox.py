@@ -81,8 +81,9 @@ class Outbox:
         """
         await self._ensure()
         job = NewJob(payload, delay=delay, max_attempts=max_attempts, dedupe_key=dedupe_key)
-        return (await self._queues.insert(self._queues.pool, self.queue, [job],
-                                          allow_reserved=True))[0]
+        return (
+            await self._queues.insert(self._queues.pool, self.queue, [job], allow_reserved=True)
+        )[0]
 
     async def enqueue_tx(
         self,
@@ -165,8 +166,9 @@ class Outbox:
 
     async def dead(self, *, limit: int = 50, before: int | None = None) -> list[Job]:
         """Dead messages, newest first (keyset pagination by id)."""
-        return await self._queues.list_dead(self.queue, limit=limit, before=before,
-                                            allow_reserved=True)
+        return await self._queues.list_dead(
+            self.queue, limit=limit, before=before, allow_reserved=True
+        )
 
     async def requeue(self, message_id: int) -> None:
         """Put a dead message back to pending (compare-and-set, R-H6).

@@ -93,9 +93,7 @@ def _check_str(value: str, path: str) -> None:
         raise InvalidPayload(f"lone surrogate at {path}; not valid Unicode") from None
 
 
-def encode_payload(
-    value: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, what: str = "payload"
-) -> str:
+def encode_payload(value: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, what: str = "payload") -> str:
     """Validate a payload object and encode it as JSON text for a ``jsonb`` column (R-N4).
 
     Args:

@@ -100,10 +100,13 @@ class Queues:
         delay = _check_seconds(job.delay, "delay") if job.delay is not None else None
         priority = _check_int(job.priority, "priority", -(2**31))
         max_attempts = (
-            _check_int(job.max_attempts, "max_attempts", 1) if job.max_attempts is not None else None
+            _check_int(job.max_attempts, "max_attempts", 1)
+            if job.max_attempts is not None
+            else None
         )
         if job.dedupe_key is not None and (
-            not isinstance(job.dedupe_key, str) or not 0 < len(job.dedupe_key) <= 512
+            not isinstance(job.dedupe_key, str)
+            or not 0 < len(job.dedupe_key) <= 512
             or "\x00" in job.dedupe_key
         ):
             raise ValidationError(
@@ -116,7 +119,12 @@ class Queues:
         return (payload, priority, run_at, delay, max_attempts, job.dedupe_key, scheduled_for)
 
     async def insert(
-        self, executor: Executor, queue: str, jobs: Sequence[NewJob], *, allow_reserved: bool = False
+        self,
+        executor: Executor,
+        queue: str,
+        jobs: Sequence[NewJob],
+        *,
+        allow_reserved: bool = False,
     ) -> list[int]:
         """Insert ``jobs`` into ``queue`` with one statement; the engine's entry for every enqueue.
 
@@ -142,9 +150,18 @@ class Queues:
         cols = list(zip(*rows, strict=True))
         d = self.defaults
         args = (
-            [queue] * len(rows), list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3]),
-            list(cols[4]), list(cols[5]), list(cols[6]),
-            d.max_attempts, d.lease_seconds, d.backoff_base_seconds, d.backoff_cap_seconds,
+            [queue] * len(rows),
+            list(cols[0]),
+            list(cols[1]),
+            list(cols[2]),
+            list(cols[3]),
+            list(cols[4]),
+            list(cols[5]),
+            list(cols[6]),
+            d.max_attempts,
+            d.lease_seconds,
+            d.backoff_base_seconds,
+            d.backoff_cap_seconds,
         )
         ids: list[int | None] = [None] * len(rows)
         want: dict[str, list[int]] = {}
@@ -175,7 +192,9 @@ class Queues:
                 continue
             idx = [want[k][0] for k in missing]
             retry_args = (
-                [queue] * len(idx), *([cols[c][i] for i in idx] for c in range(7)), *args[8:]
+                [queue] * len(idx),
+                *([cols[c][i] for i in idx] for c in range(7)),
+                *args[8:],
             )
             for rec in await executor.fetch(q.ENQUEUE, *retry_args):
                 for i in want[rec["dedupe_key"]]:
@@ -383,9 +402,14 @@ class Queues:
         )
 
     async def list_dead(
-        self, queue: str, *, limit: int = 50, before: int | None = None, allow_reserved: bool = False
+        self,
+        queue: str,
+        *,
+        limit: int = 50,
+        before: int | None = None,
+        allow_reserved: bool = False,
     ) -> list[Job]:
-        """Dead jobs of ``queue``, newest first; pass the last id as ``before`` for the next page."""
+        """Dead jobs of ``queue``, newest first; pass the last id as ``before`` to page."""
         if not allow_reserved:
             check_name(queue, kind="queue")
         _check_int(limit, "limit", 1, 1000)
@@ -422,14 +446,18 @@ class Queues:
         await self.pool.execute(
             q.CONFIGURE_QUEUE,
             queue,
-            None if lease_seconds is None else _check_seconds(lease_seconds, "lease_seconds",
-                                                              allow_zero=False),
+            None
+            if lease_seconds is None
+            else _check_seconds(lease_seconds, "lease_seconds", allow_zero=False),
             None if max_attempts is None else _check_int(max_attempts, "max_attempts", 1),
-            None if backoff_base_seconds is None
+            None
+            if backoff_base_seconds is None
             else _check_seconds(backoff_base_seconds, "backoff_base_seconds"),
-            None if backoff_cap_seconds is None
+            None
+            if backoff_cap_seconds is None
             else _check_seconds(backoff_cap_seconds, "backoff_cap_seconds"),
-            None if retention_seconds is None
+            None
+            if retention_seconds is None
             else _check_seconds(retention_seconds, "retention_seconds"),
         )
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 import anyio.abc
+import anyio.lowlevel
 import httpx
 
 from service.outbox import backing_queue
@@ -63,13 +64,19 @@ class Runner:
         async with httpx.AsyncClient() as client, anyio.create_task_group() as tg:
             if e.events.handler is not None:
                 tg.start_soon(
-                    supervise, e, "dispatcher",
-                    lambda: e.events.run_dispatcher(poll_seconds=poll), poll,
+                    supervise,
+                    e,
+                    "dispatcher",
+                    lambda: e.events.run_dispatcher(poll_seconds=poll),
+                    poll,
                 )
             for queue, (handler, concurrency) in e._job_handlers.items():
                 tg.start_soon(
-                    supervise, e, f"worker:{queue}",
-                    _bind_worker(e, queue, handler, concurrency, self.worker_id), poll,
+                    supervise,
+                    e,
+                    f"worker:{queue}",
+                    _bind_worker(e, queue, handler, concurrency, self.worker_id),
+                    poll,
                 )
             tg.start_soon(supervise, e, "reaper", self._reaper, poll)
             tg.start_soon(supervise, e, "pruner", self._pruner, PRUNE_EVERY_SECONDS)
@@ -95,7 +102,7 @@ class Runner:
         e = self.engine
         while True:
             while await e.queues.prune_done() > 0:
-                await anyio.sleep(0)
+                await anyio.lowlevel.checkpoint()
             e.health.beat("pruner")
             await anyio.sleep(PRUNE_EVERY_SECONDS)
 
@@ -108,8 +115,9 @@ class Runner:
                 waiter = e.hub.arm("outboxes")
                 rows = await e.pool.fetch(outbox_q.LIST_WEBHOOKS)
                 wanted = {
-                    r["name"]: WebhookTarget(r["webhook_url"], r["webhook_secret"],
-                                             r["timeout_seconds"])
+                    r["name"]: WebhookTarget(
+                        r["webhook_url"], r["webhook_secret"], r["timeout_seconds"]
+                    )
                     for r in rows
                 }
                 for name, (target, scope) in list(running.items()):
@@ -125,17 +133,27 @@ class Runner:
                 await waiter.wait(e.poll_seconds)
 
     async def _relay(
-        self, name: str, target: WebhookTarget, client: httpx.AsyncClient,
+        self,
+        name: str,
+        target: WebhookTarget,
+        client: httpx.AsyncClient,
         scope: anyio.CancelScope,
     ) -> None:
         e = self.engine
         delivery = WebhookDelivery(target, client)
         with scope:
             await supervise(
-                e, f"outbox:{name}",
+                e,
+                f"outbox:{name}",
                 lambda: run_worker(
-                    e.queues, e.hub, e.health, queue=backing_queue(name), handler=delivery,
-                    worker_id=self.worker_id, concurrency=8, poll_seconds=e.poll_seconds,
+                    e.queues,
+                    e.hub,
+                    e.health,
+                    queue=backing_queue(name),
+                    handler=delivery,
+                    worker_id=self.worker_id,
+                    concurrency=8,
+                    poll_seconds=e.poll_seconds,
                     loop_name=f"outbox:{name}",
                 ),
                 e.poll_seconds,
@@ -144,10 +162,19 @@ class Runner:
 
 
 def _bind_worker(
-    e: Engine, queue: str, handler: Callable[..., Awaitable[object]], concurrency: int,
+    e: Engine,
+    queue: str,
+    handler: Callable[..., Awaitable[object]],
+    concurrency: int,
     worker_id: str,
 ) -> Callable[[], Awaitable[None]]:
     return lambda: run_worker(
-        e.queues, e.hub, e.health, queue=queue, handler=handler, worker_id=worker_id,
-        concurrency=concurrency, poll_seconds=e.poll_seconds,
+        e.queues,
+        e.hub,
+        e.health,
+        queue=queue,
+        handler=handler,
+        worker_id=worker_id,
+        concurrency=concurrency,
+        poll_seconds=e.poll_seconds,
     )

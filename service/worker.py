@@ -25,7 +25,7 @@ JobHandler = Callable[[Job], Awaitable[object]]
 _CONTENDED_RECHECK = 0.05
 
 
-class DeadLetter(Exception):  # noqa: N818 - it is a signal, named for what it does
+class DeadLetter(Exception):
     """Raise from a handler to move the job to ``dead`` at once, without further attempts."""
 
 

@@ -47,13 +47,17 @@ def create_app(
             if eng is None:
                 if not settings.database_url:
                     raise RuntimeError("DATABASE_URL is not set")
-                eng = await stack.enter_async_context(Engine(
-                    settings.database_url, listen_dsn=settings.listen_url,
-                    poll_seconds=settings.poll_seconds,
-                    dispatch_batch=settings.dispatch_batch,
-                    max_payload_bytes=settings.max_body_bytes,
-                    pool_min=settings.pool_min, pool_max=settings.pool_max,
-                ))
+                eng = await stack.enter_async_context(
+                    Engine(
+                        settings.database_url,
+                        listen_dsn=settings.listen_url,
+                        poll_seconds=settings.poll_seconds,
+                        dispatch_batch=settings.dispatch_batch,
+                        max_payload_bytes=settings.max_body_bytes,
+                        pool_min=settings.pool_min,
+                        pool_max=settings.pool_max,
+                    )
+                )
                 install_default_handler(eng)
             app.state.engine = eng
             if run_runner:

@@ -9,7 +9,10 @@ import pydantic
 from starlette.requests import Request
 
 from service.errors import (
-    MalformedJSON, PayloadTooLarge, UnsupportedMediaType, ValidationError,
+    MalformedJSON,
+    PayloadTooLarge,
+    UnsupportedMediaType,
+    ValidationError,
 )
 from service.payloads import parse_json
 
@@ -47,8 +50,9 @@ async def read_json(request: Request, limit: int) -> Any:
         InvalidPayload (422).
     """
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if ctype != "application/json" and not (ctype.startswith("application/") and
-                                            ctype.endswith("+json")):
+    if ctype != "application/json" and not (
+        ctype.startswith("application/") and ctype.endswith("+json")
+    ):
         raise UnsupportedMediaType(f"expected Content-Type application/json, got {ctype!r}")
     raw = await read_limited(request, limit)
     if not raw.strip():

@@ -28,8 +28,9 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def json_response(data: Any, status: int = 200, headers: dict[str, str] | None = None
-                  ) -> JSONResponse:
+def json_response(
+    data: Any, status: int = 200, headers: dict[str, str] | None = None
+) -> JSONResponse:
     return JSONResponse(jsonable(data), status_code=status, headers=headers)
 
 

@@ -18,12 +18,20 @@ async def create_scheduled_event(request: Request) -> Response:
     engine = engine_of(request)
     body = await read_model(request, ScheduledEventIn, request.app.state.max_body_bytes)
     row, created = await engine.events.store(
-        body.event_type, body.trigger_at, body.facts, subject_id=body.subject_id,
-        tenant_id=body.tenant_id, external_key=body.external_key,
+        body.event_type,
+        body.trigger_at,
+        body.facts,
+        subject_id=body.subject_id,
+        tenant_id=body.tenant_id,
+        external_key=body.external_key,
     )
     return json_response(
-        row, 201, headers={"Location": f"/admin/scheduled-events/{row['id']}",
-                           "Pgwake-Created": "true" if created else "false"},
+        row,
+        201,
+        headers={
+            "Location": f"/admin/scheduled-events/{row['id']}",
+            "Pgwake-Created": "true" if created else "false",
+        },
     )
 
 

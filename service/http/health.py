@@ -33,8 +33,7 @@ async def healthz(request: Request) -> Response:
     ok = listening and not any(loop["stale"] for loop in loops)
     body = {
         "status": "ok" if ok else "degraded",
-        "listener": {"connected": listening,
-                     "reconnects": listener.reconnects if listener else 0},
+        "listener": {"connected": listening, "reconnects": listener.reconnects if listener else 0},
         "loops": loops,
     }
     return json_response(body, 200 if ok else 503)
@@ -43,9 +42,11 @@ async def healthz(request: Request) -> Response:
 async def readyz(request: Request) -> Response:
     """200 once the database answers, migrations are current and the runner is up."""
     engine = engine_of(request)
-    checks = {"database": False, "migrations": False,
-              "runner": bool(request.app.state.runner_expected is False or
-                             engine.runner_running)}
+    checks = {
+        "database": False,
+        "migrations": False,
+        "runner": bool(request.app.state.runner_expected is False or engine.runner_running),
+    }
     try:
         async with engine.pool.acquire(timeout=2) as conn:
             checks["database"] = await conn.fetchval("SELECT true")
@@ -53,8 +54,7 @@ async def readyz(request: Request) -> Response:
     except Exception as exc:  # any failure to reach the database is "not ready"
         checks["error"] = str(exc) or type(exc).__name__
     ok = all(v is True for k, v in checks.items() if k != "error")
-    return json_response({"status": "ready" if ok else "not ready", **checks},
-                         200 if ok else 503)
+    return json_response({"status": "ready" if ok else "not ready", **checks}, 200 if ok else 503)
 
 
 routes = [

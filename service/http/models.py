@@ -7,6 +7,8 @@ from typing import Annotated, Any
 
 from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from service.events import missing_facts
+
 
 def _iso_string(value: Any) -> Any:
     # R-N2: instants arrive as ISO 8601 strings with an offset; numbers are refused
@@ -28,7 +30,7 @@ def check_facts_members(facts: dict[str, Any]) -> dict[str, Any]:
     """R-E1: facts is a non-empty object carrying ``facts_version`` and ``scenario``."""
     if not facts:
         raise ValueError("facts must be a non-empty object")
-    missing = [k for k in ("facts_version", "scenario") if k not in facts]
+    missing = missing_facts(facts)
     if missing:
         raise ValueError(f"facts is missing {' and '.join(missing)}")
     return facts

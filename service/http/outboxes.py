@@ -18,7 +18,9 @@ async def enqueue_message(request: Request) -> Response:
     outbox = engine_of(request).outbox(request.path_params["name"])
     body = await read_model(request, OutboxMessageIn, request.app.state.max_body_bytes)
     message_id = await outbox.enqueue(
-        body.payload, max_attempts=body.max_attempts, delay=body.delay_seconds,
+        body.payload,
+        max_attempts=body.max_attempts,
+        delay=body.delay_seconds,
         dedupe_key=body.dedupe_key,
     )
     return json_response({"id": message_id, "outbox": outbox.name}, 202)
@@ -48,8 +50,9 @@ async def outbox_dead(request: Request) -> Response:
     limit = query_int(request, "limit", 50, 1, 500) or 50
     jobs = await outbox.dead(limit=limit, before=query_int(request, "before", None, 1, 2**63 - 1))
     items = [j.as_dict() for j in jobs]
-    return json_response({"items": items,
-                          "next_before": items[-1]["id"] if len(items) == limit else None})
+    return json_response(
+        {"items": items, "next_before": items[-1]["id"] if len(items) == limit else None}
+    )
 
 
 async def outbox_requeue(request: Request) -> Response:

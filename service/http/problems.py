@@ -17,8 +17,14 @@ PROBLEM_TYPE = "application/problem+json"
 
 
 def problem(
-    status: int, title: str, detail: str, *, code: str, instance: str | None = None,
-    headers: dict[str, str] | None = None, **extra: Any,
+    status: int,
+    title: str,
+    detail: str,
+    *,
+    code: str,
+    instance: str | None = None,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
 ) -> Response:
     """An ``application/problem+json`` response (RFC 9457).
 
@@ -42,8 +48,13 @@ async def pgwake_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, PgwakeError)
     headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
     return problem(
-        exc.status, exc.title, exc.detail, code=exc.code, instance=request.url.path,
-        headers=headers, **exc.extra,
+        exc.status,
+        exc.title,
+        exc.detail,
+        code=exc.code,
+        instance=request.url.path,
+        headers=headers,
+        **exc.extra,
     )
 
 
@@ -51,14 +62,21 @@ async def http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
     return problem(
-        exc.status_code, str(exc.detail), str(exc.detail), code=code,
-        instance=request.url.path, headers=dict(exc.headers or {}) or None,
+        exc.status_code,
+        str(exc.detail),
+        str(exc.detail),
+        code=code,
+        instance=request.url.path,
+        headers=dict(exc.headers or {}) or None,
     )
 
 
 async def unexpected_error(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return problem(
-        500, "Internal server error", "an unexpected error occurred; see the server log",
-        code="internal_error", instance=request.url.path,
+        500,
+        "Internal server error",
+        "an unexpected error occurred; see the server log",
+        code="internal_error",
+        instance=request.url.path,
     )

@@ -52,7 +52,7 @@ RETURNING j.*
 # Fence shared by ack / retry / heartbeat / dead-letter: $1 id $2 worker_id $3 attempt.
 _FENCE = "id = $1 AND worker_id = $2 AND attempts = $3 AND status = 'running'"
 
-ACK = f"""
+ACK = """
 WITH target AS (
     SELECT j.id, coalesce(q.retention_seconds, 0) > 0 AS keep
     FROM pgwake.jobs j LEFT JOIN pgwake.queues q ON q.name = j.queue

@@ -3,11 +3,11 @@
 # $1 name $2 webhook_url $3 webhook_secret $4 timeout_seconds
 CONFIGURE = """
 INSERT INTO pgwake.outboxes (name, webhook_url, webhook_secret, timeout_seconds)
-VALUES ($1, $2, $3, coalesce($4, 10))
+VALUES ($1, $2, $3, coalesce($4::float8, 10))
 ON CONFLICT (name) DO UPDATE SET
     webhook_url = EXCLUDED.webhook_url,
     webhook_secret = EXCLUDED.webhook_secret,
-    timeout_seconds = coalesce($4, pgwake.outboxes.timeout_seconds),
+    timeout_seconds = coalesce($4::float8, pgwake.outboxes.timeout_seconds),
     updated_at = now()
 RETURNING name, webhook_url, webhook_secret IS NOT NULL AS has_secret, timeout_seconds, updated_at
 """

@@ -9,7 +9,13 @@ import pytest
 
 from service.engine import Engine
 from service.errors import (
-    Conflict, InvalidName, InvalidPayload, NaiveDatetime, NotFound, PayloadTooLarge, ReservedName,
+    Conflict,
+    InvalidName,
+    InvalidPayload,
+    NaiveDatetime,
+    NotFound,
+    PayloadTooLarge,
+    ReservedName,
 )
 from service.jobs import NewJob
 
@@ -64,8 +70,14 @@ async def test_enqueue_tx_rollback_and_commit(engine: Engine) -> None:
 async def test_batch_enqueue_in_order_with_dedupe(engine: Engine) -> None:
     first = await engine.enqueue("b", {"x": 0}, dedupe_key="k1")
     ids = await engine.enqueue_many(
-        "b", [{"x": 1}, NewJob({"x": 2}, dedupe_key="k1"), NewJob({"x": 3}, priority=2),
-              NewJob({"x": 4}, dedupe_key="k2"), NewJob({"x": 5}, dedupe_key="k2")]
+        "b",
+        [
+            {"x": 1},
+            NewJob({"x": 2}, dedupe_key="k1"),
+            NewJob({"x": 3}, priority=2),
+            NewJob({"x": 4}, dedupe_key="k2"),
+            NewJob({"x": 5}, dedupe_key="k2"),
+        ],
     )
     assert ids[1] == first and ids[3] == ids[4]
     assert len(set(ids)) == 4  # new, k1 (existing), new, k2 twice
@@ -130,8 +142,9 @@ async def test_reaper_dead_letters_exhausted(engine: Engine) -> None:
 
 
 async def test_dedupe_safe_under_concurrency(engine: Engine) -> None:
-    ids = await asyncio.gather(*(engine.enqueue("d", {"n": n}, dedupe_key="same")
-                                 for n in range(20)))
+    ids = await asyncio.gather(
+        *(engine.enqueue("d", {"n": n}, dedupe_key="same") for n in range(20))
+    )
     assert len(set(ids)) == 1
     n = await engine.pool.fetchval("SELECT count(*) FROM pgwake.jobs WHERE queue = 'd'")
     assert n == 1
