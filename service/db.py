@@ -6,6 +6,12 @@ import json
 from typing import Any
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
+
+#: A connection as callers hold it: plain, or borrowed from a pool.
+Connection = asyncpg.Connection | PoolConnectionProxy
+#: A row as asyncpg returns it (mapping-like).
+Row = asyncpg.Record
 
 
 def _encode_jsonb(value: Any) -> str:

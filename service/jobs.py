@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from asyncpg import Record
+
 if TYPE_CHECKING:
     from service.queues import Queues
 
@@ -57,7 +59,7 @@ class Job:
     _queues: Queues | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_row(cls, row: Mapping[str, Any], queues: Queues | None = None) -> Job:
+    def from_row(cls, row: Mapping[str, Any] | Record, queues: Queues | None = None) -> Job:
         """Build a Job from a ``pgwake.jobs`` record, optionally bound for lease calls."""
         return cls(**{k: row[k] for k in _COLUMNS}, _queues=queues)
 

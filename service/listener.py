@@ -40,8 +40,8 @@ class Listener:
         self.reconnects = 0
         self.last_ok: float | None = None
 
-    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: str) -> None:
-        self.hub.notify(payload)
+    def _on_notify(self, _conn: Any, _pid: int, _channel: str, payload: object) -> None:
+        self.hub.notify(str(payload))
 
     async def run(self) -> None:
         """Run until cancelled: connect, listen, probe, reconnect on loss."""

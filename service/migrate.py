@@ -14,8 +14,7 @@ import importlib.resources
 import re
 from dataclasses import dataclass
 
-import asyncpg
-
+from service.db import Connection
 from service.errors import MigrationError
 
 # Arbitrary constant: the advisory-lock key pgwake's migrator holds ("pgwake" in ASCII).
@@ -64,7 +63,7 @@ def load_migrations() -> list[Migration]:
     return [found[v] for v in sorted(found)]
 
 
-async def migrate(conn: asyncpg.Connection) -> list[int]:
+async def migrate(conn: Connection) -> list[int]:
     """Apply pending migrations on ``conn`` (a dedicated, non-pooled connection is best).
 
     Args:
@@ -113,7 +112,7 @@ async def migrate(conn: asyncpg.Connection) -> list[int]:
     return applied_now
 
 
-async def is_current(conn: asyncpg.Connection) -> bool:
+async def is_current(conn: Connection) -> bool:
     """True when every shipped migration is recorded in the database (for ``/readyz``)."""
     exists = await conn.fetchval("SELECT to_regclass('pgwake.migrations') IS NOT NULL")
     if not exists:

@@ -149,6 +149,7 @@ class Outbox:
             raise ValidationError("timeout must be in (0, 300] seconds")
         await self._ensure()
         row = await self._queues.pool.fetchrow(q.CONFIGURE, self.name, url, secret, timeout)
+        assert row is not None
         return dict(row)
 
     async def webhook(self) -> WebhookTarget | None:

@@ -419,7 +419,8 @@ def upcoming(
     if count < 0:
         raise ValueError(f"count must be >= 0, got {count}")
     start = _utc(after, "after")
-    plan = _plan(_coerce(spec), zone(timezone), _utc(anchor, "anchor") if anchor else start)
+    origin = start if anchor is None else _utc(anchor, "anchor")
+    plan = _plan(_coerce(spec), zone(timezone), origin)
     return list(islice(plan.iter_after(start), count))
 
 
@@ -501,7 +502,8 @@ def due_boundaries(
     first = _utc(next_fire_at, "next_fire_at")
     current = _utc(now, "now")
     cutoff = _cutoff(current, grace)
-    plan = _plan(_coerce(spec), zone(timezone), _utc(anchor, "anchor") if anchor else first)
+    origin = first if anchor is None else _utc(anchor, "anchor")
+    plan = _plan(_coerce(spec), zone(timezone), origin)
     if first > current:
         return Catchup(fire=[], skipped=0, missed=0, next_fire_at=first)
 

@@ -8,6 +8,7 @@ counted in :class:`service.health.Health` and restarted with backoff.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -57,8 +58,8 @@ class Runner:
         self.webhooks = webhooks
         self.worker_id = engine.instance_id
 
-    @contextlib.asynccontextmanager
-    async def run(self) -> AsyncIterator[Runner]:
+    async def serve(self, started: anyio.Event) -> None:
+        """Run every loop until cancelled; ``started`` is set once all are scheduled."""
         e = self.engine
         poll = e.poll_seconds
         async with httpx.AsyncClient() as client, anyio.create_task_group() as tg:
@@ -82,10 +83,31 @@ class Runner:
             tg.start_soon(supervise, e, "pruner", self._pruner, PRUNE_EVERY_SECONDS)
             if self.webhooks:
                 tg.start_soon(supervise, e, "webhooks", lambda: self._webhooks(client), poll)
-            try:
-                yield self
-            finally:
-                tg.cancel_scope.cancel()
+            started.set()
+            await anyio.sleep_forever()
+
+    @contextlib.asynccontextmanager
+    async def run(self) -> AsyncIterator[Runner]:
+        """Run the loops in a background task while the block is open.
+
+        A task of its own (not a task group in the caller's task), so the block may
+        be entered and exited from different tasks (pytest fixtures, lifespans).
+        """
+        started = anyio.Event()
+        task = asyncio.get_running_loop().create_task(self.serve(started))
+        try:
+            waiter = asyncio.ensure_future(started.wait())
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            if task.done():
+                waiter.cancel()
+                task.result()
+            yield self
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            for name in [n for n in self.engine.health.loops]:
+                self.engine.health.unregister(name)
 
     async def _reaper(self) -> None:
         """Reclaim expired leases (R-Q6); sleeps until the soonest lease expiry."""

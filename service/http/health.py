@@ -42,7 +42,7 @@ async def healthz(request: Request) -> Response:
 async def readyz(request: Request) -> Response:
     """200 once the database answers, migrations are current and the runner is up."""
     engine = engine_of(request)
-    checks = {
+    checks: dict[str, bool | str] = {
         "database": False,
         "migrations": False,
         "runner": bool(request.app.state.runner_expected is False or engine.runner_running),

@@ -151,10 +151,13 @@ async def test_dispatcher_sleeps_to_deadline_and_wakes_on_notify(engine: Engine)
     """R-E3: with a 5 s safety poll, an event due in 0.3 s fires near 0.3 s, and an
     event stored for 'now' while the dispatcher sleeps on a far deadline fires at once."""
     fired: dict[str, float] = {}
+    soon_fired = asyncio.Event()
 
     @engine.on_event
     async def handler(event: Event, conn: asyncpg.Connection) -> None:
         fired[event.event_type] = time.monotonic()
+        if event.event_type == "soon":
+            soon_fired.set()
 
     async with engine.runner():
         await engine.events.store("far", _now() + timedelta(hours=1), FACTS)
@@ -162,8 +165,7 @@ async def test_dispatcher_sleeps_to_deadline_and_wakes_on_notify(engine: Engine)
         t0 = time.monotonic()
         await engine.events.store("soon", _now() + timedelta(seconds=0.3), FACTS)
         await engine.events.store("now", _now(), FACTS)
-        while "soon" not in fired and time.monotonic() - t0 < 4:
-            await asyncio.sleep(0.01)
+        await asyncio.wait_for(soon_fired.wait(), 4)
     assert fired["now"] - t0 < 1.0  # woken by NOTIFY, not the 5 s poll
     assert 0.25 <= fired["soon"] - t0 < 1.5  # deadline, not the poll
 
