@@ -14,7 +14,7 @@ from service.events import Event
 
 
 async def main(dsn: str, log_path: str) -> None:
-    log = open(log_path, "a", buffering=1)  # noqa: SIM115 - lives as long as the process
+    log = open(log_path, "a", buffering=1)  # lives as long as the process
     async with Engine(dsn, migrate=False, poll_seconds=2) as engine:
 
         @engine.on_event
