@@ -47,7 +47,7 @@ CREATE INDEX jobs_lease_idx ON pgwake.jobs (lease_expires_at)
 CREATE UNIQUE INDEX jobs_dedupe_idx ON pgwake.jobs (queue, dedupe_key)
     WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running');
 -- Dead-letter listing and retention pruning never scan live rows.
-CREATE INDEX jobs_dead_idx ON pgwake.jobs (queue, finished_at, id) WHERE status = 'dead';
+CREATE INDEX jobs_dead_idx ON pgwake.jobs (queue, id) WHERE status = 'dead';
 CREATE INDEX jobs_done_idx ON pgwake.jobs (finished_at) WHERE status = 'done';
 
 -- R-Q9: wake waiting workers at commit. One statement-level trigger per verb,

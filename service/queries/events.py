@@ -25,7 +25,7 @@ GET = "SELECT * FROM pgwake.scheduled_events WHERE id = $1"
 # $1 status or NULL, $2 before id (keyset, newest first) or NULL, $3 limit
 LIST = """
 SELECT * FROM pgwake.scheduled_events
-WHERE ($1::text IS NULL OR status = $1) AND ($2::bigint IS NULL OR id < $2)
+WHERE ($1::text IS NULL OR status = $1) AND id < coalesce($2::bigint, 9223372036854775807)
 ORDER BY id DESC
 LIMIT $3
 """

@@ -149,7 +149,7 @@ RETURNING id
 # $1 queue $2 limit $3 before id (keyset pagination, newest first)
 LIST_DEAD = """
 SELECT * FROM pgwake.jobs
-WHERE queue = $1 AND status = 'dead' AND ($3::bigint IS NULL OR id < $3)
+WHERE queue = $1 AND status = 'dead' AND id < coalesce($3::bigint, 9223372036854775807)
 ORDER BY id DESC
 LIMIT $2
 """
@@ -162,12 +162,12 @@ FROM pgwake.jobs WHERE queue = $1 GROUP BY status
 # $1 max rows
 PRUNE_DONE = """
 DELETE FROM pgwake.jobs
-WHERE id IN (
+WHERE id = ANY(ARRAY(
     SELECT j.id FROM pgwake.jobs j JOIN pgwake.queues q ON q.name = j.queue
     WHERE j.status = 'done'
       AND j.finished_at < now() - make_interval(secs => q.retention_seconds)
     LIMIT $1
-)
+))
 """
 
 # $1 name $2 lease $3 max_attempts $4 base $5 cap $6 retention

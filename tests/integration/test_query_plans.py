@@ -1,0 +1,96 @@
+"""Every hot query uses its partial index and never scans finished rows (R-Q10).
+
+The table is filled with many finished, dead and far-future rows and a few
+due ones; each statement's EXPLAIN must name its index and contain no
+sequential scan of the hot tables.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import asyncpg
+import pytest
+
+from service.queries import events as eq
+from service.queries import jobs as jq
+from service.queries import tokens as tq
+
+
+@pytest.fixture
+async def filled(clean_db: str) -> AsyncIterator[asyncpg.Connection]:
+    conn = await asyncpg.connect(clean_db)
+    await conn.execute("TRUNCATE pgwake.jobs, pgwake.scheduled_events, pgwake.queues")
+    await conn.execute("""
+        INSERT INTO pgwake.jobs (queue, status, payload, max_attempts, lease_seconds,
+                                 backoff_base_seconds, backoff_cap_seconds, run_at,
+                                 finished_at, dedupe_key)
+        SELECT 'q' || (g % 4), s.status, '{}', 5, 60, 5, 3600,
+               CASE WHEN s.status = 'pending' THEN now() + interval '30 days' ELSE now() END,
+               CASE WHEN s.status IN ('done', 'dead') THEN now() END, NULL
+        FROM generate_series(1, 20000) g
+        CROSS JOIN LATERAL (SELECT CASE WHEN g % 50 = 0 THEN 'dead'
+                                        WHEN g % 50 < 10 THEN 'pending'
+                                        ELSE 'done' END AS status) s;
+        INSERT INTO pgwake.jobs (queue, payload, max_attempts, lease_seconds,
+                                 backoff_base_seconds, backoff_cap_seconds, dedupe_key)
+        SELECT 'q1', '{}', 5, 60, 5, 3600, 'k' || g FROM generate_series(1, 20) g;
+        INSERT INTO pgwake.scheduled_events (event_type, trigger_at, facts, status)
+        SELECT 'e', now() - interval '1 day', '{}', 'dispatched' FROM generate_series(1, 20000);
+        INSERT INTO pgwake.scheduled_events (event_type, trigger_at, facts)
+        SELECT 'e', now() + interval '30 days', '{}' FROM generate_series(1, 20000);
+        INSERT INTO pgwake.scheduled_events (event_type, trigger_at, facts)
+        SELECT 'e', now(), '{}' FROM generate_series(1, 10);
+        ANALYZE pgwake.jobs; ANALYZE pgwake.scheduled_events;
+    """)
+    yield conn
+    await conn.execute("TRUNCATE pgwake.jobs, pgwake.scheduled_events")
+    await conn.close()
+
+
+def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    out = [plan]
+    for child in plan.get("Plans", []):
+        out.extend(_nodes(child))
+    return out
+
+
+async def _plan(conn: asyncpg.Connection, sql: str, *args: Any) -> list[dict[str, Any]]:
+    async with conn.transaction():  # EXPLAIN ANALYZE of DML must not change the data
+        raw = await conn.fetchval(f"EXPLAIN (ANALYZE, FORMAT JSON) {sql}", *args)
+        plan = json.loads(raw) if isinstance(raw, str) else raw
+        # Raising inside the block rolls the statement back.
+        raise _Rollback(_nodes(plan[0]["Plan"]))
+
+
+class _Rollback(Exception):
+    def __init__(self, nodes: list[dict[str, Any]]) -> None:
+        self.nodes = nodes
+
+
+HOT = [
+    ("claim", jq.CLAIM, ("q1", "w", 10), "jobs_claim_idx"),
+    ("next run_at", jq.NEXT_RUN_IN, ("q1",), "jobs_pending_run_at_idx"),
+    ("next lease expiry", jq.NEXT_LEASE_EXPIRY_IN, (), "jobs_lease_idx"),
+    ("reap", jq.REAP_EXPIRED, (1000,), "jobs_lease_idx"),
+    ("dedupe lookup", jq.FIND_LIVE_BY_DEDUPE, (["q1"], ["k3"]), "jobs_dedupe_idx"),
+    ("dead list", jq.LIST_DEAD, ("q1", 50, None), "jobs_dead_idx"),
+    ("events claim", eq.CLAIM_DUE, (20,), "scheduled_events_due_idx"),
+    ("events next due", eq.NEXT_DUE_IN, (), "scheduled_events_due_idx"),
+    ("token lookup", tq.LOOKUP, (b"x" * 32,), "api_tokens_token_hash_key"),
+]
+
+
+async def test_hot_queries_use_their_indexes(filled: asyncpg.Connection) -> None:
+    problems = []
+    for what, sql, args, index in HOT:
+        with pytest.raises(_Rollback) as caught:
+            await _plan(filled, sql, *args)
+        nodes = caught.value.nodes
+        used = {n.get("Index Name") for n in nodes} - {None}
+        seq = {n["Relation Name"] for n in nodes if n["Node Type"] == "Seq Scan"}
+        if index not in used or {"jobs", "scheduled_events"} & seq:
+            problems.append(f"{what}: indexes {sorted(used)}, seq scans {sorted(seq)}")
+    assert not problems, "\n".join(problems)
