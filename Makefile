@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## Create .venv and install pgwake with test and lint tools
 
 run: $(STAMP) ## Serve HTTP + runner (embedded PostgreSQL when DATABASE_URL is unset)
-	$(BIN)/pgwake serve
+	@$(BIN)/pgwake serve
 
 test: $(STAMP) ## Run the test suite (TEST_DATABASE_URL, else Docker, else embedded PostgreSQL)
 	$(BIN)/python -m pytest -q
