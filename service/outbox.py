@@ -36,8 +36,13 @@ def check_webhook_url(url: object) -> str:
     """
     if not isinstance(url, str) or len(url) > 2048:
         raise ValidationError("webhook_url must be a string of at most 2048 characters")
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+        _ = parts.port
+    except ValueError:
+        host = None
+    if host is None or parts.scheme not in ("http", "https"):
         raise ValidationError(
             f"webhook_url must be an absolute http(s) URL, got {url!r}",
             errors=[{"loc": ["webhook_url"], "msg": "not an http(s) URL", "type": "url"}],

@@ -8,10 +8,16 @@ so that nothing jsonb cannot store faithfully is ever half-stored.
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from service.errors import InvalidPayload, MalformedJSON, NaiveDatetime, PayloadTooLarge
+from service.errors import (
+    InvalidPayload,
+    MalformedJSON,
+    NaiveDatetime,
+    PayloadTooLarge,
+    ValidationError,
+)
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 MAX_DEPTH = 64
@@ -123,6 +129,7 @@ def require_aware(value: datetime, what: str = "datetime") -> datetime:
 
     Raises:
         NaiveDatetime: ``value`` is naive (never silently taken as local or UTC).
+        ValidationError: the instant falls outside the years 1-9999 in UTC.
     """
     if not isinstance(value, datetime):
         raise NaiveDatetime(f"{what} must be a timezone-aware datetime, got {value!r}")
@@ -131,4 +138,18 @@ def require_aware(value: datetime, what: str = "datetime") -> datetime:
             f"{what} {value.isoformat()} has no UTC offset; pass a timezone-aware datetime",
             errors=[{"loc": [what], "msg": "datetime without offset", "type": "naive_datetime"}],
         )
+    try:
+        utc = value.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    if utc is None or not 1 <= utc.year <= 9999 or utc in (_MIN, _MAX):
+        raise ValidationError(
+            f"{what} {value.isoformat()} is outside the years 0001-9999 in UTC",
+            errors=[{"loc": [what], "msg": "out of range", "type": "datetime_range"}],
+        )
     return value
+
+
+# datetime.min / max in UTC cannot be shifted by a timezone on the way to PostgreSQL.
+_MIN = datetime.min.replace(tzinfo=UTC)
+_MAX = datetime.max.replace(tzinfo=UTC)

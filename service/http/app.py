@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 
+import asyncpg
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 
@@ -70,6 +71,7 @@ def create_app(
         exception_handlers={
             PgwakeError: problems.pgwake_error,
             HTTPException: problems.http_error,
+            asyncpg.DataError: problems.data_error,
             Exception: problems.unexpected_error,
         },
     )

@@ -5,9 +5,19 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+)
 
+from service.errors import PgwakeError
 from service.events import missing_facts
+from service.payloads import require_aware
 
 
 def _iso_string(value: Any) -> Any:
@@ -18,7 +28,14 @@ def _iso_string(value: Any) -> Any:
     raise ValueError("must be an ISO 8601 string with a UTC offset")
 
 
-Instant = Annotated[AwareDatetime, BeforeValidator(_iso_string)]
+def _in_range(value: datetime) -> datetime:
+    try:
+        return require_aware(value, "trigger_at")
+    except PgwakeError as exc:
+        raise ValueError(exc.detail) from None
+
+
+Instant = Annotated[AwareDatetime, BeforeValidator(_iso_string), AfterValidator(_in_range)]
 Text = Annotated[str, Field(min_length=1, max_length=256)]
 
 

@@ -71,6 +71,19 @@ async def http_error(request: Request, exc: Exception) -> Response:
     )
 
 
+async def data_error(request: Request, exc: Exception) -> Response:
+    """A value PostgreSQL refused (SQLSTATE class 22) that validation let through: the
+    client's input, so 422 rather than 500. Validation should catch it first; log it."""
+    log.warning("database refused a value on %s %s: %s", request.method, request.url.path, exc)
+    return problem(
+        422,
+        "Invalid value",
+        f"the database refused a value: {exc}",
+        code="invalid_value",
+        instance=request.url.path,
+    )
+
+
 async def unexpected_error(request: Request, exc: Exception) -> Response:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return problem(

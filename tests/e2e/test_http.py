@@ -105,6 +105,19 @@ BAD_BODIES = [
     ("naive trigger_at", _event(trigger_at="2030-01-01T09:00:00"), 422, "trigger_at"),
     ("numeric trigger_at", _event(trigger_at=1893456000), 422, "trigger_at"),
     (
+        "trigger_at before year 1 in UTC",
+        _event(trigger_at="0001-01-01T00:00:00+01:00"),
+        422,
+        "trigger_at",
+    ),
+    (
+        "trigger_at after 9999 in UTC",
+        _event(trigger_at="9999-12-31T23:59:59-14:00"),
+        422,
+        "trigger_at",
+    ),
+    ("trigger_at date only", _event(trigger_at="2026-01-01"), 422, "trigger_at"),
+    (
         "event_type missing",
         {k: v for k, v in _event().items() if k != "event_type"},
         422,
