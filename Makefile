@@ -25,13 +25,13 @@ test: $(STAMP) ## Run the test suite (TEST_DATABASE_URL, else Docker, else embed
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP) ## ruff + mypy --strict
-	$(BIN)/ruff check service tests bench
-	$(BIN)/ruff format --check service tests bench
+	$(BIN)/ruff check service tests bench docs
+	$(BIN)/ruff format --check service tests bench docs
 	$(BIN)/mypy
 
 fmt: $(STAMP) ## Format and autofix
-	$(BIN)/ruff format service tests bench
-	$(BIN)/ruff check --fix service tests bench
+	$(BIN)/ruff format service tests bench docs
+	$(BIN)/ruff check --fix service tests bench docs
 
 clean: ## Remove the virtualenv and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

