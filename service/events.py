@@ -23,6 +23,7 @@ import anyio
 import asyncpg
 from asyncpg import Record
 
+from service.checks import check_id, check_int, check_text, require_text
 from service.db import Connection
 from service.errors import Conflict, NotFound, PgwakeError, ValidationError
 from service.health import Health
@@ -80,25 +81,11 @@ class HandlerFailed(PgwakeError):
     title = "Event handler failed"
 
 
-def _check_text(value: object, what: str, *, required: bool, max_len: int = 256) -> str | None:
-    if value is None and not required:
-        return None
-    if not isinstance(value, str) or not 0 < len(value) <= max_len or "\x00" in value:
-        raise ValidationError(
-            f"{what} must be a non-empty string of at most {max_len} characters without NUL",
-            errors=[{"loc": [what], "msg": "invalid string", "type": "string_type"}],
-        )
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ValidationError(
-            f"{what} contains a lone surrogate",
-            errors=[{"loc": [what], "msg": "lone surrogate", "type": "string_type"}],
-        ) from None
-    return value
-
-
 REQUIRED_FACTS = ("facts_version", "scenario")
+#: Room kept under the payload limit for the fields that travel with the facts
+#: (event type, subject, tenant, instants): an event accepted when stored can
+#: always be handed on as one message (R-E1: validation happens at store time).
+ENVELOPE_BYTES = 8 * 1024
 
 
 def missing_facts(facts: Mapping[str, Any]) -> list[str]:
@@ -109,7 +96,8 @@ def missing_facts(facts: Mapping[str, Any]) -> list[str]:
 def check_facts(facts: object, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     """Validate event facts (R-E1, R-N4) and return them as JSON text.
 
-    Facts must be a non-empty object carrying ``facts_version`` and ``scenario``.
+    Facts must be a non-empty object carrying ``facts_version`` and ``scenario``, at
+    most ``max_bytes`` minus 8 KiB kept for the event's other fields.
 
     Raises:
         ValidationError: missing members (``errors`` names each failing field).
@@ -128,11 +116,10 @@ def check_facts(facts: object, *, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
                 {"loc": ["facts", k], "msg": "field required", "type": "missing"} for k in missing
             ],
         )
-    return encode_payload(facts, max_bytes=max_bytes, what="facts")
+    return encode_payload(facts, max_bytes=max_bytes - ENVELOPE_BYTES, what="facts")
 
 
-def event_from_row(row: Mapping[str, Any] | Record | None) -> Event:
-    assert row is not None
+def event_from_row(row: Mapping[str, Any] | Record) -> Event:
     return Event(
         id=row["id"],
         event_type=row["event_type"],
@@ -203,15 +190,15 @@ class ScheduledEvents:
             ValidationError, NaiveDatetime, InvalidPayload, PayloadTooLarge: nothing stored.
         """
         args = (
-            _check_text(event_type, "event_type", required=True),
-            _check_text(subject_id, "subject_id", required=False),
-            _check_text(tenant_id, "tenant_id", required=False),
+            require_text(event_type, "event_type"),
+            check_text(subject_id, "subject_id", required=False),
+            check_text(tenant_id, "tenant_id", required=False),
             require_aware(trigger_at, "trigger_at"),
             check_facts(
                 dict(facts) if isinstance(facts, Mapping) else facts,
                 max_bytes=self.max_payload_bytes,
             ),
-            _check_text(external_key, "external_key", required=False),
+            check_text(external_key, "external_key", required=False),
         )
         row = await self.pool.fetchrow(q.STORE, *args)
         assert row is not None
@@ -220,7 +207,8 @@ class ScheduledEvents:
         return data, created
 
     async def get(self, event_id: int) -> dict[str, Any]:
-        """The stored row. Raises NotFound."""
+        """The stored row. Raises NotFound (or ValidationError for a non-integer id)."""
+        check_id(event_id, "scheduled event")
         row = await self.pool.fetchrow(q.GET, event_id)
         if row is None:
             raise NotFound(f"scheduled event {event_id} does not exist")
@@ -232,6 +220,9 @@ class ScheduledEvents:
         """Rows newest first, optionally of one ``status``; ``before`` is the last id seen."""
         if status is not None and status not in STATUSES:
             raise ValidationError(f"status must be one of {', '.join(STATUSES)}")
+        check_int(limit, "limit", 1, 1000)
+        if before is not None:
+            check_int(before, "before", 1, 2**63 - 1)
         rows = await self.pool.fetch(q.LIST, status, before, limit)
         return [dict(r) for r in rows]
 
@@ -248,6 +239,7 @@ class ScheduledEvents:
         return await self._cas(q.CANCEL_PENDING, event_id, "pending")
 
     async def _cas(self, sql: str, event_id: int, expected: str) -> dict[str, Any]:
+        check_id(event_id, "scheduled event")
         row = await self.pool.fetchrow(sql, event_id)
         if row is not None:
             return dict(row)
@@ -282,16 +274,16 @@ class ScheduledEvents:
             How many events were taken (dispatched or failed).
         """
         async with self.pool.acquire() as conn, conn.transaction():
-            ids = [r["id"] for r in await conn.fetch(q.CLAIM_DUE, self.batch)]
-            for event_id in ids:
+            rows = await conn.fetch(q.CLAIM_DUE, self.batch)
+            events = sorted(map(event_from_row, rows), key=lambda e: (e.trigger_at, e.id))
+            for event in events:
                 try:
-                    async with conn.transaction():
-                        row = await conn.fetchrow(q.MARK_DISPATCHED, event_id)
-                        await self._call(event_from_row(row), conn)
+                    async with conn.transaction():  # a savepoint per event
+                        await self._call(event, conn)
                 except Exception as exc:
-                    log.warning("scheduled event %s failed: %s", event_id, exc)
-                    await conn.execute(q.MARK_FAILED, event_id, error_text(exc))
-            return len(ids)
+                    log.warning("scheduled event %s failed: %s", event.id, exc)
+                    await conn.execute(q.MARK_FAILED, event.id, error_text(exc))
+            return len(events)
 
     async def next_due_in(self) -> float | None:
         """Seconds until the soonest pending trigger (<= 0: due; None: nothing pending)."""
@@ -341,9 +333,9 @@ class ScheduledEvents:
         now = datetime.now(UTC)
         event = Event(
             id=f"live-{uuid.uuid4()}",
-            event_type=str(_check_text(event_type, "event_type", required=True)),
-            subject_id=_check_text(subject_id, "subject_id", required=False),
-            tenant_id=_check_text(tenant_id, "tenant_id", required=False),
+            event_type=require_text(event_type, "event_type"),
+            subject_id=check_text(subject_id, "subject_id", required=False),
+            tenant_id=check_text(tenant_id, "tenant_id", required=False),
             facts=json.loads(facts_text),
             trigger_at=now,
             dispatched_at=now,

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
+from service.checks import check_id, check_seconds, require_text
 from service.errors import NotFound, ValidationError
 from service.health import Health
 from service.jobs import Job, NewJob
@@ -16,7 +17,7 @@ from service.names import check_name
 from service.queries import outbox as q
 from service.queues import QueueDefaults, Queues
 from service.wakeup import WakeHub
-from service.webhooks import WebhookTarget
+from service.webhooks import WebhookTarget, signer
 from service.worker import process, run_worker
 
 OUTBOX_DEFAULTS = QueueDefaults(lease_seconds=60.0, max_attempts=5, backoff_base_seconds=5.0)
@@ -28,14 +29,31 @@ def backing_queue(name: str) -> str:
     return f"__outbox:{name}"
 
 
+def check_secret(secret: object) -> str:
+    """Validate a webhook signing secret (R-O4): ``whsec_`` + non-empty base64, or any
+    other non-empty string (used as raw UTF-8 bytes).
+
+    Raises:
+        ValidationError: empty, not a string, NUL, or a ``whsec_`` secret that is not base64.
+    """
+    text = require_text(secret, "secret", max_len=512)
+    try:
+        signer(text)
+    except Exception:
+        raise ValidationError(
+            "secret: a whsec_ secret must be followed by non-empty base64",
+            errors=[{"loc": ["secret"], "msg": "invalid whsec_ secret", "type": "value_error"}],
+        ) from None
+    return text
+
+
 def check_webhook_url(url: object) -> str:
     """Validate an http(s) URL for webhook delivery.
 
     Raises:
         ValidationError: not an absolute http/https URL.
     """
-    if not isinstance(url, str) or len(url) > 2048:
-        raise ValidationError("webhook_url must be a string of at most 2048 characters")
+    url = require_text(url, "webhook_url", max_len=2048)
     try:
         parts = urlsplit(url)
         host = parts.hostname
@@ -84,10 +102,11 @@ class Outbox:
         Raises:
             InvalidPayload, PayloadTooLarge, ValidationError: bad input; nothing stored.
         """
-        await self._ensure()
         job = NewJob(payload, delay=delay, max_attempts=max_attempts, dedupe_key=dedupe_key)
         return (
-            await self._queues.insert(self._queues.pool, self.queue, [job], allow_reserved=True)
+            await self._queues.insert(
+                self._queues.pool, self.queue, [job], allow_reserved=True, ensure=OUTBOX_DEFAULTS
+            )
         )[0]
 
     async def enqueue_tx(
@@ -101,9 +120,12 @@ class Outbox:
     ) -> int:
         """Store a message inside the caller's open transaction on ``conn`` (R-O2):
         the business write and the message commit or roll back together."""
-        await self._ensure()
         job = NewJob(payload, delay=delay, max_attempts=max_attempts, dedupe_key=dedupe_key)
-        return (await self._queues.insert(conn, self.queue, [job], allow_reserved=True))[0]
+        return (
+            await self._queues.insert(
+                conn, self.queue, [job], allow_reserved=True, ensure=OUTBOX_DEFAULTS
+            )
+        )[0]
 
     async def run_once(self, worker_id: str, delivery: Delivery) -> bool:
         """Claim one message and deliver it (R-O3).
@@ -150,8 +172,10 @@ class Outbox:
         """
         if url is not None:
             check_webhook_url(url)
-        if timeout is not None and not 0 < timeout <= 300:
-            raise ValidationError("timeout must be in (0, 300] seconds")
+        if secret is not None:
+            check_secret(secret)
+        if timeout is not None:
+            check_seconds(timeout, "timeout", allow_zero=False, maximum=300)
         await self._ensure()
         row = await self._queues.pool.fetchrow(q.CONFIGURE, self.name, url, secret, timeout)
         assert row is not None
@@ -183,6 +207,7 @@ class Outbox:
             NotFound: no such message in this outbox.
             Conflict: the message is not dead.
         """
+        check_id(message_id, "message")
         job = await self._queues.get_job(message_id)
         if job is None or job.queue != self.queue:
             raise NotFound(f"outbox {self.name!r} has no message {message_id}")

@@ -69,34 +69,38 @@ def check_json(value: Any, *, path: str = "$", _depth: int = 0) -> None:
             character, a lone surrogate, or nesting deeper than 64 levels.
     """
     if _depth > MAX_DEPTH:
-        raise InvalidPayload(f"JSON nested deeper than {MAX_DEPTH} levels at {path}")
+        raise _invalid(f"JSON nested deeper than {MAX_DEPTH} levels at {path}", path)
     if isinstance(value, str):
         _check_str(value, path)
     elif isinstance(value, bool) or value is None or isinstance(value, int):
         return
     elif isinstance(value, float):
         if value != value or value in (float("inf"), float("-inf")):
-            raise InvalidPayload(f"non-finite number at {path}")
+            raise _invalid(f"non-finite number at {path}", path)
     elif isinstance(value, dict):
         for key, item in value.items():
             if not isinstance(key, str):
-                raise InvalidPayload(f"object key {key!r} at {path} is not a string")
+                raise _invalid(f"object key {key!r} at {path} is not a string", path)
             _check_str(key, f"{path} (key)")
             check_json(item, path=f"{path}.{key}", _depth=_depth + 1)
     elif isinstance(value, list | tuple):
         for index, item in enumerate(value):
             check_json(item, path=f"{path}[{index}]", _depth=_depth + 1)
     else:
-        raise InvalidPayload(f"{type(value).__name__} at {path} is not a JSON type")
+        raise _invalid(f"{type(value).__name__} at {path} is not a JSON type", path)
+
+
+def _invalid(message: str, path: str) -> InvalidPayload:
+    return InvalidPayload(message, errors=[{"loc": [path], "msg": message, "type": "json"}])
 
 
 def _check_str(value: str, path: str) -> None:
     if "\x00" in value:
-        raise InvalidPayload(f"NUL character (\\u0000) at {path}; jsonb cannot store it")
+        raise _invalid(f"NUL character (\\u0000) at {path}; jsonb cannot store it", path)
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise InvalidPayload(f"lone surrogate at {path}; not valid Unicode") from None
+        raise _invalid(f"lone surrogate at {path}; not valid Unicode", path) from None
 
 
 def encode_payload(value: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, what: str = "payload") -> str:
@@ -117,7 +121,10 @@ def encode_payload(value: Any, *, max_bytes: int = DEFAULT_MAX_BYTES, what: str 
     if not isinstance(value, dict):
         raise InvalidPayload(f"{what} must be a JSON object, got {type(value).__name__}")
     check_json(value)
-    text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except ValueError as exc:  # e.g. an int past Python's digit limit for str()
+        raise InvalidPayload(f"{what} cannot be encoded as JSON: {exc}") from None
     size = len(text.encode("utf-8"))
     if size > max_bytes:
         raise PayloadTooLarge(f"{what} is {size} bytes; the limit is {max_bytes}")

@@ -6,7 +6,6 @@ Python side validates input before any round trip (R-N1, R-N2, R-N4).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -14,6 +13,14 @@ from typing import Any
 
 import asyncpg
 
+from service.checks import (
+    check_id,
+    check_int,
+    check_seconds,
+    check_text,
+    require_text,
+    storable_text,
+)
 from service.errors import Conflict, NotFound, ValidationError
 from service.jobs import Job, NewJob
 from service.names import check_name
@@ -38,31 +45,6 @@ class QueueDefaults:
 
 ENGINE_DEFAULTS = QueueDefaults()
 _DEDUPE_RETRIES = 20
-
-
-def _check_int(value: object, what: str, lo: int, hi: int = 2**31 - 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise ValidationError(
-            f"{what} must be an integer in [{lo}, {hi}], got {value!r}",
-            errors=[{"loc": [what], "msg": "out of range", "type": "value_error"}],
-        )
-    return value
-
-
-def _check_seconds(value: object, what: str, *, allow_zero: bool = True) -> float:
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value < 0
-        or (value == 0 and not allow_zero)
-        or value > 10 * 365 * 86400
-    ):
-        raise ValidationError(
-            f"{what} must be a finite number of seconds >= 0, got {value!r}",
-            errors=[{"loc": [what], "msg": "invalid seconds", "type": "value_error"}],
-        )
-    return float(value)
 
 
 class Queues:
@@ -97,22 +79,12 @@ class Queues:
                 errors=[{"loc": ["delay"], "msg": "conflicts with run_at", "type": "value_error"}],
             )
         run_at = require_aware(job.run_at, "run_at") if job.run_at is not None else None
-        delay = _check_seconds(job.delay, "delay") if job.delay is not None else None
-        priority = _check_int(job.priority, "priority", -(2**31))
+        delay = check_seconds(job.delay, "delay") if job.delay is not None else None
+        priority = check_int(job.priority, "priority", -(2**31))
         max_attempts = (
-            _check_int(job.max_attempts, "max_attempts", 1)
-            if job.max_attempts is not None
-            else None
+            check_int(job.max_attempts, "max_attempts", 1) if job.max_attempts is not None else None
         )
-        if job.dedupe_key is not None and (
-            not isinstance(job.dedupe_key, str)
-            or not 0 < len(job.dedupe_key) <= 512
-            or "\x00" in job.dedupe_key
-        ):
-            raise ValidationError(
-                "dedupe_key must be a string of 1-512 characters without NUL",
-                errors=[{"loc": ["dedupe_key"], "msg": "invalid", "type": "value_error"}],
-            )
+        check_text(job.dedupe_key, "dedupe_key", required=False, max_len=512)
         scheduled_for = (
             require_aware(job.scheduled_for, "scheduled_for") if job.scheduled_for else None
         )
@@ -125,6 +97,7 @@ class Queues:
         jobs: Sequence[NewJob],
         *,
         allow_reserved: bool = False,
+        ensure: QueueDefaults | None = None,
     ) -> list[int]:
         """Insert ``jobs`` into ``queue`` with one statement; the engine's entry for every enqueue.
 
@@ -133,6 +106,7 @@ class Queues:
             queue: queue name (R-N1).
             jobs: the jobs; all validated before the round trip.
             allow_reserved: engine-internal callers (outboxes, schedules) use ``__`` queues.
+            ensure: create the queue row with these defaults (after validation) if absent.
 
         Returns:
             One id per input job, in order. A job whose ``dedupe_key`` matches a
@@ -147,6 +121,8 @@ class Queues:
         rows = [self._row(j) for j in jobs]
         if not rows:
             return []
+        if ensure is not None:
+            await self.ensure(queue, ensure)
         cols = list(zip(*rows, strict=True))
         d = self.defaults
         args = (
@@ -268,6 +244,8 @@ class Queues:
         Returns:
             Job ids in input order.
         """
+        if isinstance(jobs, Mapping | str | bytes) or not isinstance(jobs, Iterable):
+            raise ValidationError("jobs must be an iterable of NewJob or payload objects")
         items = [j if isinstance(j, NewJob) else NewJob(j) for j in jobs]
         return await self.insert(conn if conn is not None else self.pool, queue, items)
 
@@ -287,7 +265,8 @@ class Queues:
         """
         if not allow_reserved:
             check_name(queue, kind="queue")
-        _check_int(limit, "limit", 1, 10_000)
+        worker_id = require_text(worker_id, "worker_id")
+        check_int(limit, "limit", 1, 10_000)
         rows = await self.pool.fetch(q.CLAIM, queue, worker_id, limit)
         jobs = [Job.from_row(r, self) for r in rows]
         jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
@@ -315,15 +294,17 @@ class Queues:
             False when the lease is no longer this worker's (nothing changed).
         """
         if delay is not None:
-            delay = _check_seconds(delay, "delay")
+            delay = check_seconds(delay, "delay")
         row = await self.pool.fetchrow(
-            q.RETRY, job.id, job.worker_id, job.attempts, str(error), delay
+            q.RETRY, job.id, job.worker_id, job.attempts, storable_text(error), delay
         )
         return row is not None
 
     async def dead_letter(self, job: Job, error: str) -> bool:
         """Move a claimed job to ``dead`` at once (e.g. HTTP 410 Gone). False if lease lost."""
-        row = await self.pool.fetchrow(q.DEAD_LETTER, job.id, job.worker_id, job.attempts, error)
+        row = await self.pool.fetchrow(
+            q.DEAD_LETTER, job.id, job.worker_id, job.attempts, storable_text(error)
+        )
         return row is not None
 
     async def heartbeat(self, job: Job, *, extend: float | None = None) -> bool:
@@ -333,7 +314,7 @@ class Queues:
             False when the lease is no longer this worker's.
         """
         if extend is not None:
-            extend = _check_seconds(extend, "extend", allow_zero=False)
+            extend = check_seconds(extend, "extend", allow_zero=False)
         row = await self.pool.fetchrow(q.HEARTBEAT, job.id, job.worker_id, job.attempts, extend)
         return row is not None
 
@@ -364,6 +345,10 @@ class Queues:
 
     async def get_job(self, job_id: int) -> Job | None:
         """The job row with id ``job_id``, or None (acked jobs are deleted by default)."""
+        try:
+            check_id(job_id, "job")
+        except NotFound:
+            return None
         row = await self.pool.fetchrow(q.GET, job_id)
         return None if row is None else Job.from_row(row)
 
@@ -374,6 +359,7 @@ class Queues:
             NotFound: no such job.
             Conflict: the job is no longer pending (``extra["current"]`` has its status).
         """
+        check_id(job_id, "job")
         if await self.pool.fetchval(q.CANCEL, job_id) is None:
             await self._conflict_or_missing(job_id, "pending")
 
@@ -384,6 +370,7 @@ class Queues:
             NotFound: no such job.
             Conflict: the job is not dead, or a live job holds its dedupe key.
         """
+        check_id(job_id, "job")
         try:
             done = await self.pool.fetchval(q.REQUEUE_DEAD, job_id)
         except asyncpg.UniqueViolationError:
@@ -412,7 +399,9 @@ class Queues:
         """Dead jobs of ``queue``, newest first; pass the last id as ``before`` to page."""
         if not allow_reserved:
             check_name(queue, kind="queue")
-        _check_int(limit, "limit", 1, 1000)
+        check_int(limit, "limit", 1, 1000)
+        if before is not None:
+            check_int(before, "before", 1, 2**63 - 1)
         return [Job.from_row(r) for r in await self.pool.fetch(q.LIST_DEAD, queue, limit, before)]
 
     async def stats(self, queue: str, *, allow_reserved: bool = False) -> dict[str, Any]:
@@ -448,17 +437,17 @@ class Queues:
             queue,
             None
             if lease_seconds is None
-            else _check_seconds(lease_seconds, "lease_seconds", allow_zero=False),
-            None if max_attempts is None else _check_int(max_attempts, "max_attempts", 1),
+            else check_seconds(lease_seconds, "lease_seconds", allow_zero=False),
+            None if max_attempts is None else check_int(max_attempts, "max_attempts", 1),
             None
             if backoff_base_seconds is None
-            else _check_seconds(backoff_base_seconds, "backoff_base_seconds"),
+            else check_seconds(backoff_base_seconds, "backoff_base_seconds"),
             None
             if backoff_cap_seconds is None
-            else _check_seconds(backoff_cap_seconds, "backoff_cap_seconds"),
+            else check_seconds(backoff_cap_seconds, "backoff_cap_seconds"),
             None
             if retention_seconds is None
-            else _check_seconds(retention_seconds, "retention_seconds"),
+            else check_seconds(retention_seconds, "retention_seconds"),
         )
 
     async def ensure(self, queue: str, defaults: QueueDefaults) -> None:

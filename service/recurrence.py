@@ -92,9 +92,11 @@ _CRON_SHAPE = "'@every <n><unit>' or a 5- or 6-field cron expression"
 _PROBE_START: Final = datetime(2000, 1, 1)
 _ONE_SECOND: Final = timedelta(seconds=1)
 _ONE_MICROSECOND: Final = timedelta(microseconds=1)
-#: How far either side of an offset change the counting code enumerates
-#: boundaries one by one instead of counting wall times arithmetically.
-_TRANSITION_MARGIN: Final = timedelta(hours=3)
+#: Around a UTC-offset change the counting code enumerates boundaries one by one
+#: from this long before the change to this long after the change plus its size
+#: (the stretch where repeated wall times are read again) instead of counting
+#: wall times arithmetically. Property tests show one second would do.
+_TRANSITION_MARGIN: Final = timedelta(hours=1)
 
 
 # --------------------------------------------------------------------------- errors
@@ -465,7 +467,7 @@ def due_boundaries(
     Counting is exact and does not enumerate the elapsed boundaries: for
     ``@every`` it is integer arithmetic; for cron, wall times are counted per
     matching day from the field value sets, and boundaries are enumerated one
-    by one only within a few hours of each UTC-offset change (where the
+    by one only within about an hour of each UTC-offset change (where the
     daylight-saving rules apply). The cost is therefore proportional to the
     number of matching days and offset changes in the downtime plus
     ``catch_up``, not to the number of elapsed boundaries.
@@ -507,15 +509,14 @@ def due_boundaries(
     if first > current:
         return Catchup(fire=[], skipped=0, missed=0, next_fire_at=first)
 
-    elapsed = 1 + plan.count(first, current)
     if cutoff is None or first >= cutoff:
-        missed, oldest = 0, first
+        missed, eligible, oldest = 0, 1 + plan.count(first, current), first
     else:
         # Missed: the stored boundary and every later one strictly before the cutoff.
-        last_missed = cutoff - _ONE_MICROSECOND
+        last_missed = min(cutoff - _ONE_MICROSECOND, current)
         missed = 1 + plan.count(first, last_missed)
-        oldest = plan.next_after(last_missed)
-    eligible = elapsed - missed
+        eligible = plan.count(last_missed, current)
+        oldest = plan.next_after(last_missed) if eligible else first
 
     fire: list[datetime] = []
     if eligible > 0 and catch_up == 0:
@@ -727,16 +728,16 @@ class _CronPlan:
         """Number of boundaries b with low < b <= high.
 
         Between UTC-offset changes, boundaries are exactly the matching wall
-        times, counted arithmetically per matching day. Within
-        ``_TRANSITION_MARGIN`` plus the size of the change around each offset
-        change, boundaries are enumerated with :meth:`iter_after`.
+        times, counted arithmetically per matching day. Near each offset change
+        (see ``_TRANSITION_MARGIN``), boundaries are enumerated with
+        :meth:`iter_after`.
         """
         if high <= low:
             return 0
         windows: list[tuple[datetime, datetime]] = []
         for change, size in _offset_changes(self.tz, low, high):
-            reach = _TRANSITION_MARGIN + size
-            start, end = max(low, change - reach), min(high, change + reach)
+            start = max(low, change - _TRANSITION_MARGIN)
+            end = min(high, change + size + _TRANSITION_MARGIN)
             if start >= end:
                 continue
             if windows and start <= windows[-1][1]:

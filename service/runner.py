@@ -162,24 +162,24 @@ class Runner:
         scope: anyio.CancelScope,
     ) -> None:
         e = self.engine
-        delivery = WebhookDelivery(target, client)
-        with scope:
-            await supervise(
-                e,
-                f"outbox:{name}",
-                lambda: run_worker(
-                    e.queues,
-                    e.hub,
-                    e.health,
-                    queue=backing_queue(name),
-                    handler=delivery,
-                    worker_id=self.worker_id,
-                    concurrency=8,
-                    poll_seconds=e.poll_seconds,
-                    loop_name=f"outbox:{name}",
-                ),
-                e.poll_seconds,
+
+        async def relay() -> None:
+            # Built inside the supervised loop: a bad target breaks this relay only.
+            delivery = WebhookDelivery(target, client)
+            await run_worker(
+                e.queues,
+                e.hub,
+                e.health,
+                queue=backing_queue(name),
+                handler=delivery,
+                worker_id=self.worker_id,
+                concurrency=8,
+                poll_seconds=e.poll_seconds,
+                loop_name=f"outbox:{name}",
             )
+
+        with scope:
+            await supervise(e, f"outbox:{name}", relay, e.poll_seconds)
         e.health.unregister(f"outbox:{name}")
 
 

@@ -12,11 +12,14 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import anyio
 import httpx
 from standardwebhooks.webhooks import Webhook
 
 from service.jobs import Job
 from service.worker import DeadLetter
+
+LEASE_MARGIN_SECONDS = 10.0
 
 
 @dataclass(frozen=True)
@@ -39,7 +42,9 @@ class WebhookDelivery:
     """A delivery callable for :meth:`service.outbox.Outbox.run`: POSTs the message payload.
 
     2xx acks; 410 Gone dead-letters at once; any other status, a connection error
-    or a timeout raises, so the message is retried with the queue's backoff.
+    or a timeout (``target.timeout`` seconds for the whole exchange) raises, so the
+    message is retried with the queue's backoff. A lease shorter than the timeout
+    plus 10 s is extended first.
     """
 
     def __init__(self, target: WebhookTarget, client: httpx.AsyncClient) -> None:
@@ -48,6 +53,10 @@ class WebhookDelivery:
         self._signer = signer(target.secret) if target.secret else None
 
     async def __call__(self, message: Job) -> None:
+        timeout = self.target.timeout
+        if message.lease_seconds < timeout + LEASE_MARGIN_SECONDS:
+            # The lease must outlive the request, or another relay would send it again.
+            await message.heartbeat(extend=timeout + LEASE_MARGIN_SECONDS)
         body = json.dumps(message.payload, ensure_ascii=False, separators=(",", ":"))
         msg_id = str(message.id)
         now = datetime.now(UTC)
@@ -58,12 +67,12 @@ class WebhookDelivery:
         }
         if self._signer is not None:
             headers["webhook-signature"] = self._signer.sign(msg_id, now, body)
-        resp = await self.client.post(
-            self.target.url,
-            content=body.encode("utf-8"),
-            headers=headers,
-            timeout=self.target.timeout,
-        )
+        # httpx's timeout bounds each read; fail_after bounds the whole exchange, so a
+        # receiver trickling bytes cannot hold the message past its lease.
+        with anyio.fail_after(timeout):
+            resp = await self.client.post(
+                self.target.url, content=body.encode("utf-8"), headers=headers, timeout=timeout
+            )
         if resp.status_code == 410:
             raise DeadLetter(f"HTTP 410 Gone from {self.target.url}")
         if not 200 <= resp.status_code < 300:

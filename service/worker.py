@@ -12,6 +12,7 @@ from collections.abc import Awaitable, Callable
 
 import anyio
 
+from service.checks import storable_text
 from service.health import Health
 from service.jobs import Job
 from service.queues import Queues
@@ -32,7 +33,7 @@ class DeadLetter(Exception):
 def error_text(exc: BaseException) -> str:
     """The text recorded as a job's ``last_error`` for ``exc``."""
     text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return storable_text(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
 
 
 async def process(job: Job, handler: JobHandler) -> bool:

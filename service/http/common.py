@@ -37,7 +37,7 @@ def json_response(
 def path_id(request: Request, name: str = "id") -> int:
     """A positive bigint path parameter; anything else is a 404 (no such resource)."""
     raw = request.path_params[name]
-    if not raw.isdigit() or len(raw) > 18 or int(raw) < 1:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18 or int(raw) < 1:
         raise NotFound(f"{request.url.path} does not exist")
     return int(raw)
 

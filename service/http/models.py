@@ -21,10 +21,18 @@ from service.payloads import require_aware
 
 
 def _iso_string(value: Any) -> Any:
-    # R-N2: instants arrive as ISO 8601 strings with an offset; numbers are refused
-    # rather than guessed at.
-    if isinstance(value, datetime | str):
+    # R-N2: instants arrive as ISO 8601 strings with an offset. Numbers and numeric
+    # strings (which pydantic would read as Unix time in UTC) are refused, not guessed.
+    if isinstance(value, datetime):
         return value
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError("must be an ISO 8601 date-time with a UTC offset") from None
+        if parsed.tzinfo is None or len(value) < 16:
+            raise ValueError("must be an ISO 8601 date-time with a UTC offset") from None
+        return parsed
     raise ValueError("must be an ISO 8601 string with a UTC offset")
 
 
@@ -84,8 +92,8 @@ class OutboxMessageIn(_Model):
     """Body of ``POST /outbox/{name}/messages`` (R-O4): the payload plus options."""
 
     payload: dict[str, Any]
-    max_attempts: Annotated[int, Field(ge=1, le=1000)] | None = None
-    delay_seconds: Annotated[float, Field(ge=0, le=10 * 365 * 86400)] | None = None
+    max_attempts: Annotated[int, Field(ge=1, le=1000, strict=True)] | None = None
+    delay_seconds: Annotated[float, Field(ge=0, le=10 * 365 * 86400, strict=True)] | None = None
     dedupe_key: Text | None = None
 
 
@@ -94,4 +102,4 @@ class OutboxConfigIn(_Model):
 
     webhook_url: Annotated[str, Field(min_length=1, max_length=2048)] | None = None
     secret: Annotated[str, Field(min_length=1, max_length=512)] | None = None
-    timeout_seconds: Annotated[float, Field(gt=0, le=300)] | None = None
+    timeout_seconds: Annotated[float, Field(gt=0, le=300, strict=True)] | None = None

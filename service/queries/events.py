@@ -30,26 +30,30 @@ ORDER BY id DESC
 LIMIT $3
 """
 
-# $1 batch size. Oldest trigger first; replicas skip each other's rows (R-E3).
+# $1 batch size. Takes due events oldest trigger first — replicas skip each other's
+# rows (R-E3) — and marks them dispatched in the same statement. The dispatch
+# transaction commits that mark only with the handlers' work; a handler that
+# raises turns its row to failed (MARK_FAILED) before the commit.
 CLAIM_DUE = """
-SELECT id FROM pgwake.scheduled_events
-WHERE status = 'pending' AND trigger_at <= now()
-ORDER BY trigger_at, id
-LIMIT $1
-FOR UPDATE SKIP LOCKED
-"""
-
-MARK_DISPATCHED = """
-UPDATE pgwake.scheduled_events
+WITH due AS (
+    SELECT id FROM pgwake.scheduled_events
+    WHERE status = 'pending' AND trigger_at <= now()
+    ORDER BY trigger_at, id
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE pgwake.scheduled_events e
 SET status = 'dispatched', dispatched_at = clock_timestamp(), last_error = NULL,
-    attempts = attempts + 1, updated_at = clock_timestamp()
-WHERE id = $1
-RETURNING *
+    attempts = e.attempts + 1, updated_at = clock_timestamp()
+FROM due
+WHERE e.id = due.id
+RETURNING e.*
 """
 
+# $1 id $2 error text
 MARK_FAILED = """
 UPDATE pgwake.scheduled_events
-SET status = 'failed', last_error = $2, attempts = attempts + 1, updated_at = clock_timestamp()
+SET status = 'failed', dispatched_at = NULL, last_error = $2, updated_at = clock_timestamp()
 WHERE id = $1
 """
 

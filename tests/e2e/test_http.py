@@ -117,6 +117,7 @@ BAD_BODIES = [
         "trigger_at",
     ),
     ("trigger_at date only", _event(trigger_at="2026-01-01"), 422, "trigger_at"),
+    ("trigger_at numeric string", _event(trigger_at="1700000000"), 422, "trigger_at"),
     (
         "event_type missing",
         {k: v for k, v in _event().items() if k != "event_type"},
@@ -297,3 +298,56 @@ async def test_live_event_goes_to_events_outbox(service: Service) -> None:
 async def test_unknown_route_and_method_are_problems(service: Service) -> None:
     _assert_problem(await service.client.get("/nope"), 404)
     _assert_problem(await service.client.put("/events", json={}), 405)
+
+
+@pytest.mark.parametrize("segment", ["%C2%B2", "%D9%A3", "0", "-1", "1e3", "99999999999999999999"])
+async def test_odd_path_ids_are_404(service: Service, segment: str) -> None:
+    for method, path in [
+        ("GET", f"/admin/scheduled-events/{segment}"),
+        ("POST", f"/admin/scheduled-events/{segment}/retry"),
+        ("DELETE", f"/admin/scheduled-events/{segment}"),
+        ("POST", f"/outbox/x/dead/{segment}/requeue"),
+    ]:
+        resp = await service.client.request(method, path, headers=service.auth())
+        _assert_problem(resp, 404)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"webhook_url": "http://127.0.0.1:1/hook", "secret": "whsec_a"},
+        {"webhook_url": "http://127.0.0.1:1/hook", "secret": "whsec_"},
+        {"webhook_url": "http://127.0.0.1:1/hook", "timeout_seconds": "5"},
+    ],
+)
+async def test_bad_outbox_config_is_422(service: Service, body: dict) -> None:
+    resp = await service.client.put("/admin/outboxes/x", json=body, headers=service.auth())
+    _assert_problem(resp, 422)
+    assert await service.engine.outbox("x").webhook() is None
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"max_attempts": True},
+        {"max_attempts": "5"},
+        {"delay_seconds": "5"},
+        {"max_attempts": 2**70},
+    ],
+)
+async def test_outbox_message_options_are_strict(service: Service, options: dict) -> None:
+    resp = await service.client.post(
+        "/outbox/x/messages", json={"payload": {}, **options}, headers=service.auth()
+    )
+    _assert_problem(resp, 422)
+    assert await _count(service) == 0
+
+
+async def test_invalid_payload_names_its_location(service: Service) -> None:
+    resp = await service.client.post(
+        "/outbox/x/messages",
+        content=b'{"payload": {"a": "\\u0000"}}',
+        headers={**service.auth(), "content-type": "application/json"},
+    )
+    body = _assert_problem(resp, 422)
+    assert body["errors"] and "$.payload.a" in body["errors"][0]["loc"]
