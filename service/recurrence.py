@@ -50,6 +50,9 @@ from typing import ClassVar, Final, Literal, Protocol
 
 from cronsim import CronSim, CronSimError
 
+from service import errors
+from service.errors import ValidationError
+
 __all__ = [
     "EVERY_MAX_SECONDS",
     "SPEC_MAX_LENGTH",
@@ -92,6 +95,10 @@ _CRON_SHAPE = "'@every <n><unit>' or a 5- or 6-field cron expression"
 _PROBE_START: Final = datetime(2000, 1, 1)
 _ONE_SECOND: Final = timedelta(seconds=1)
 _ONE_MICROSECOND: Final = timedelta(microseconds=1)
+_ONE_DAY: Final = timedelta(days=1)
+#: How far a wildcard job's search runs past offset changes before it gives up
+#: (cronsim's own search limit on naive wall times is also 50 years).
+_HORIZON: Final = timedelta(days=50 * 366)
 #: Around a UTC-offset change the counting code enumerates boundaries one by one
 #: from this long before the change to this long after the change plus its size
 #: (the stretch where repeated wall times are read again) instead of counting
@@ -102,8 +109,10 @@ _TRANSITION_MARGIN: Final = timedelta(hours=1)
 # --------------------------------------------------------------------------- errors
 
 
-class InvalidSpec(ValueError):
+class InvalidSpec(ValidationError, ValueError):
     """A schedule spec outside the grammar, or one that can never fire (R-S2, R-S3).
+
+    A :class:`service.errors.PgwakeError` (HTTP 422) and, for pure callers, a ValueError.
 
     Attributes:
         code: stable error code, ``"invalid_spec"``.
@@ -112,12 +121,16 @@ class InvalidSpec(ValueError):
     """
 
     code: str = "invalid_spec"
+    title = "Invalid schedule spec"
     subject: ClassVar[str] = "schedule spec"
 
     def __init__(self, value: object, reason: str) -> None:
         self.value = value
         self.reason = reason
-        super().__init__(f"invalid {self.subject} {value!r}: {reason}")
+        super().__init__(
+            f"invalid {self.subject} {value!r}: {reason}",
+            errors=[{"loc": [self.subject], "msg": reason, "type": self.code}],
+        )
 
 
 class InvalidTimezone(InvalidSpec):
@@ -130,10 +143,11 @@ class InvalidTimezone(InvalidSpec):
     """
 
     code: str = "invalid_timezone"
+    title = "Invalid timezone"
     subject: ClassVar[str] = "timezone"
 
 
-class NaiveDatetime(ValueError):
+class NaiveDatetime(errors.NaiveDatetime, ValueError):
     """A datetime without a UTC offset where an instant is required (R-N2).
 
     A naive datetime is never taken as local time or as UTC.
@@ -149,7 +163,10 @@ class NaiveDatetime(ValueError):
         self.argument = argument
         super().__init__(
             f"{argument} must be a timezone-aware datetime, got naive {value.isoformat()}; "
-            "a naive datetime is never taken as local time or UTC"
+            "a naive datetime is never taken as local time or UTC",
+            errors=[
+                {"loc": [argument], "msg": "datetime without offset", "type": "naive_datetime"}
+            ],
         )
 
 
@@ -670,35 +687,81 @@ class _CronPlan:
     # -- enumeration
 
     def iter_after(self, after: datetime) -> Iterator[datetime]:
-        last = after
-        local = after.astimezone(self.tz)
         if self.shape.wall_clock:
-            # Fixed-time job: match wall-clock times (cronsim on naive datetimes),
-            # then map each wall time to its instant; see _wall_instant.
-            source = CronSim(self.shape.expr, local.replace(tzinfo=None))
-        else:
-            # Wildcard job: cronsim walks elapsed time and reads each second's
-            # local time, so the cadence is kept through transitions.
-            source = CronSim(self.shape.expr, local)
+            return self._iter_wall_clock(after)
+        return self._iter_elapsed(after)
+
+    def _never_fires(self, after: datetime) -> InvalidSpec:
+        return InvalidSpec(
+            self.spec.text,
+            f"never fires in {self.tz.key} within 50 years after {after.isoformat()} "
+            "(every matching wall time is skipped by daylight saving)",
+        )
+
+    def _iter_wall_clock(self, after: datetime) -> Iterator[datetime]:
+        """Fixed-time job: match wall-clock times, then map each to its instant.
+
+        cronsim runs on naive datetimes only: on those it moves strictly
+        forward and gives up after 50 years, so every ``next`` is bounded (on
+        aware datetimes it can cycle forever around a fall-back, see
+        :meth:`_iter_elapsed`). Each wall time is mapped by :func:`_wall_instant`.
+        """
+        last = after
+        source = CronSim(self.shape.expr, after.astimezone(self.tz).replace(tzinfo=None))
         while True:
             try:
                 moment = next(source)
             except StopIteration:
-                raise InvalidSpec(
-                    self.spec.text,
-                    f"never fires in {self.tz.key} within 50 years after "
-                    f"{last.isoformat()} (every matching wall time is skipped by "
-                    "daylight saving)",
-                ) from None
-            if self.shape.wall_clock:
-                instant = _wall_instant(moment, self.tz)
-            else:
-                instant = moment.astimezone(UTC)
+                raise self._never_fires(last) from None
+            instant = _wall_instant(moment, self.tz)
             # Several wall times of one spring-forward gap map to the same instant,
             # and wall times repeated by a fall-back can map before ``after``.
             if instant > last:
                 last = instant
                 yield instant
+                continue
+            # Skip the rest of a gap at once (a gap can be a whole day, as in
+            # Pacific/Apia in 2011): resume at the wall time of ``last``, which
+            # is past the gap. Only when that is ahead, so this always progresses.
+            resume = last.astimezone(self.tz).replace(tzinfo=None)
+            if resume > moment:
+                source = CronSim(self.shape.expr, resume)
+
+    def _iter_elapsed(self, after: datetime) -> Iterator[datetime]:
+        """Wildcard job: the instants whose local time matches, in elapsed time.
+
+        The instants are split into stretches of constant UTC offset. Within a
+        stretch, instants and wall times correspond one to one, so cronsim is run
+        on naive wall times (strictly forward, bounded) and each match is mapped
+        back with the stretch's offset; a match past the stretch's end restarts
+        the search at the next offset change. cronsim is never run on aware
+        datetimes: there it can cycle forever (for instance ``7 */2 * * *`` in
+        America/St_Johns from 1997-10-26T02:30Z: its minute step crosses the
+        00:01 fall-back into 23:07 of the previous day, its hour step returns to
+        00:00, and so on). The search gives up, with :class:`InvalidSpec`,
+        once a stretch starts more than 50 years after ``after``.
+        """
+        horizon = _plus(after, _HORIZON)
+        start = after  # the stretch covers [start, end of stretch), offset ``offset``
+        offset = _offset(after, self.tz)
+        low = after  # results are strictly after ``low``
+        while True:
+            checked = start  # no offset change in [start, checked]
+            source = CronSim(self.shape.expr, (low + offset).replace(tzinfo=None))
+            while True:
+                try:
+                    wall = next(source)
+                except StopIteration:
+                    raise self._never_fires(after) from None
+                instant = (wall - offset).replace(tzinfo=UTC)
+                change = _next_change(self.tz, offset, checked, instant)
+                if change is not None:
+                    break
+                checked = instant
+                yield instant
+            if change > horizon:
+                raise self._never_fires(after)
+            start, offset, low = change, _offset(change, self.tz), change - _ONE_MICROSECOND
 
     def next_after(self, after: datetime) -> datetime:
         return next(self.iter_after(after))
@@ -825,6 +888,39 @@ def _bisect_change(tz: zoneinfo.ZoneInfo, low: datetime, high: datetime) -> date
         else:
             high = middle
     return high
+
+
+def _next_change(
+    tz: zoneinfo.ZoneInfo, offset: timedelta, low: datetime, high: datetime
+) -> datetime | None:
+    """The first instant in (low, high] whose UTC offset is not ``offset``, or None.
+
+    ``low`` must have offset ``offset``. Samples once a day (real zones change
+    the offset at most once in any 24 hours) and bisects a change to the exact
+    whole second (tz database changes fall on whole seconds).
+    """
+    cursor = low
+    while cursor < high:
+        following = high if high - cursor <= _ONE_DAY else cursor + _ONE_DAY
+        if _offset(following, tz) != offset:
+            while following - cursor > _ONE_SECOND:
+                middle = cursor + (following - cursor) // 2
+                if _offset(middle, tz) == offset:
+                    cursor = middle
+                else:
+                    following = middle
+            # The change is a whole second in (cursor, following], at most 1 s long.
+            return cursor.replace(microsecond=0) + _ONE_SECOND
+        cursor = following
+    return None
+
+
+def _plus(instant: datetime, delta: timedelta) -> datetime:
+    """``instant + delta``, saturating at the end of the calendar."""
+    try:
+        return instant + delta
+    except OverflowError:
+        return datetime.max.replace(tzinfo=UTC)
 
 
 def _wall_instant(wall: datetime, tz: zoneinfo.ZoneInfo) -> datetime:
