@@ -22,7 +22,7 @@ import httpx
 from service.outbox import backing_queue
 from service.queries import outbox as outbox_q
 from service.webhooks import WebhookDelivery, WebhookTarget
-from service.worker import error_text, run_worker
+from service.worker import REAPER_TOPIC, error_text, run_worker
 
 if TYPE_CHECKING:
     from service.engine import Engine
@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("pgwake.runner")
 
 PRUNE_EVERY_SECONDS = 60.0
+#: A loop that ran this long (seconds) before failing restarts with the shortest backoff.
+STABLE_SECONDS = 30.0
 
 
 async def supervise(
@@ -39,10 +41,13 @@ async def supervise(
     state = engine.health.register(name, period)
     backoff = 0.1
     while True:
+        started = anyio.current_time()
         try:
             await loop()
             return
         except Exception as exc:
+            if anyio.current_time() - started > STABLE_SECONDS:
+                backoff = 0.1  # it had been healthy: a fresh failure, not a crash loop
             state.restarts += 1
             state.last_error = error_text(exc)
             log.exception("loop %s crashed; restarting in %.1fs", name, backoff)
@@ -110,14 +115,16 @@ class Runner:
                 self.engine.health.unregister(name)
 
     async def _reaper(self) -> None:
-        """Reclaim expired leases (R-Q6); sleeps until the soonest lease expiry."""
+        """Reclaim expired leases (R-Q6); sleeps until the soonest lease expiry, woken
+        early when a local worker takes a lease shorter than that sleep."""
         e = self.engine
         while True:
+            waiter = e.hub.arm(REAPER_TOPIC)
             await e.queues.reap_expired()
             e.health.beat("reaper")
             next_in = await e.queues.next_lease_expiry_in()
             timeout = e.poll_seconds if next_in is None else min(max(next_in, 0.01), e.poll_seconds)
-            await anyio.sleep(timeout)
+            await waiter.wait(timeout)
 
     async def _pruner(self) -> None:
         """Delete completed jobs past their queue's retention (R-Q10)."""

@@ -22,6 +22,8 @@ log = logging.getLogger("pgwake.worker")
 
 JobHandler = Callable[[Job], Awaitable[object]]
 
+#: In-process topic that wakes the lease reaper (see service.runner).
+REAPER_TOPIC = "reaper"
 # When due rows exist but another worker holds them (SKIP LOCKED), re-check this soon.
 _CONTENDED_RECHECK = 0.05
 
@@ -111,6 +113,8 @@ async def run_worker(
             for job in jobs:
                 inflight += 1
                 tg.start_soon(run_one, job)
+            if jobs and jobs[0].lease_seconds < poll_seconds:
+                hub.notify(REAPER_TOPIC)  # the reaper may be asleep past this lease
             if jobs:
                 waiter.disarm()
                 continue

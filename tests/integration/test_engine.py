@@ -177,3 +177,24 @@ async def test_concurrent_migrations_do_not_race(pg_server: str) -> None:
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
+
+
+async def test_short_lease_is_reclaimed_on_time_not_at_the_poll(engine: Engine) -> None:
+    """R-Q6: a lease shorter than the reaper's sleep (5 s poll here) expires on time."""
+    await engine.queues.configure("short", lease_seconds=0.3)
+    attempts: dict[int, float] = {}
+    second = asyncio.Event()
+
+    @engine.handler("short", concurrency=2)
+    async def hang_once(job: Job) -> None:
+        attempts[job.attempts] = time.monotonic()
+        if job.attempts == 1:
+            await asyncio.sleep(3)  # holds the job past its lease, never heartbeats
+        else:
+            second.set()
+
+    async with engine.runner(webhooks=False):
+        await asyncio.sleep(0.2)  # the reaper is asleep on its 5 s poll
+        await engine.enqueue("short", {})
+        await asyncio.wait_for(second.wait(), 4)
+    assert attempts[2] - attempts[1] < 1.5
