@@ -300,6 +300,11 @@ class Queues:
         )
         return row is not None
 
+    async def release(self, job: Job) -> bool:
+        """Give a claimed job back without counting the attempt (the worker is stopping),
+        so another worker takes it now instead of after the lease. False if lease lost."""
+        return await self.pool.fetchval(q.RELEASE, job.id, job.worker_id, job.attempts) is not None
+
     async def dead_letter(self, job: Job, error: str) -> bool:
         """Move a claimed job to ``dead`` at once (e.g. HTTP 410 Gone). False if lease lost."""
         row = await self.pool.fetchrow(

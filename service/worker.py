@@ -11,6 +11,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 import anyio
+from anyio import get_cancelled_exc_class
 
 from service.checks import storable_text
 from service.health import Health
@@ -22,6 +23,8 @@ log = logging.getLogger("pgwake.worker")
 
 JobHandler = Callable[[Job], Awaitable[object]]
 
+#: Seconds a stopping worker spends handing an interrupted job back.
+RELEASE_TIMEOUT_SECONDS = 2.0
 #: In-process topic that wakes the lease reaper (see service.runner).
 REAPER_TOPIC = "reaper"
 # When due rows exist but another worker holds them (SKIP LOCKED), re-check this soon.
@@ -46,6 +49,12 @@ async def process(job: Job, handler: JobHandler) -> bool:
     """
     try:
         await handler(job)
+    except get_cancelled_exc_class():
+        # Stopping (deploy, shutdown): hand the job back at once rather than leave it
+        # leased until the lease expires. Shielded, bounded, best effort.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_TIMEOUT_SECONDS):
+            await job._bound().release(job)
+        raise
     except DeadLetter as exc:
         await job.dead_letter(error_text(exc))
         return False

@@ -95,6 +95,16 @@ WHERE {_FENCE}
 RETURNING status
 """
 
+# Give a claimed job back untouched (the worker is stopping): pending now, and the
+# attempt it was claimed with is not counted.
+RELEASE = f"""
+UPDATE pgwake.jobs
+SET status = 'pending', attempts = attempts - 1, run_at = now(), worker_id = NULL,
+    lease_expires_at = NULL
+WHERE {_FENCE}
+RETURNING id
+"""
+
 # $4 lease extension in seconds or NULL (the job's stamped lease)
 HEARTBEAT = f"""
 UPDATE pgwake.jobs

@@ -198,3 +198,21 @@ async def test_short_lease_is_reclaimed_on_time_not_at_the_poll(engine: Engine) 
         await engine.enqueue("short", {})
         await asyncio.wait_for(second.wait(), 4)
     assert attempts[2] - attempts[1] < 1.5
+
+
+async def test_stopping_runner_hands_interrupted_jobs_back(engine: Engine) -> None:
+    """A job interrupted by shutdown is pending again at once, its attempt not counted."""
+    started = asyncio.Event()
+
+    @engine.handler("long")
+    async def long(job: Job) -> None:
+        started.set()
+        await asyncio.sleep(60)
+
+    job_id = await engine.enqueue("long", {})
+    async with engine.runner(webhooks=False):
+        await asyncio.wait_for(started.wait(), 3)
+    job = await engine.get_job(job_id)
+    assert job and job.status == "pending" and job.attempts == 0 and job.worker_id is None
+    [again] = await engine.claim("long", "next", 1)  # due now, not after the 60 s lease
+    assert again.id == job_id and again.attempts == 1
