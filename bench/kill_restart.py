@@ -1,5 +1,5 @@
-"""SIGKILL the service mid-dispatch, restart it, and count what reached the
-webhook (issue 2, acceptance 6). Starts its own ``pgwake serve`` processes.
+"""SIGKILL (or SIGTERM) the service mid-dispatch, restart it, and count what
+reached the webhook (issue 2, acceptance 6). Starts its own ``pgwake serve``.
 
     .venv/bin/python bench/kill_restart.py --events 500
 
@@ -60,6 +60,12 @@ async def main() -> int:
         help="SIGKILL this many seconds after the first trigger",
     )
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument(
+        "--signal",
+        default="KILL",
+        choices=["KILL", "TERM", "INT"],
+        help="KILL (crash) or TERM/INT (graceful stop)",
+    )
     args = parser.parse_args()
 
     counts: collections.Counter[int] = collections.Counter()
@@ -129,8 +135,8 @@ async def main() -> int:
             ids.append(r.json()["id"])
         await asyncio.sleep((start - datetime.now(UTC)).total_seconds() + args.kill_at)
         received_before_kill = sum(1 for i in ids if counts[i])
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        os.kill(proc.pid, getattr(signal, f"SIG{args.signal}"))
+        await asyncio.to_thread(proc.wait)  # the receiver shares this event loop
         killed_at = time.monotonic()
         proc = start_service(env)
         await wait_ready(url)
@@ -144,14 +150,14 @@ async def main() -> int:
         for i in ids:
             statuses[(await client.get(f"/admin/scheduled-events/{i}")).json()["status"]] += 1
     proc.send_signal(signal.SIGINT)
-    proc.wait(timeout=30)
+    await asyncio.to_thread(proc.wait, 30)
     receiver.should_exit = True
     await rtask
 
     lost = [i for i in ids if not counts[i]]
     dupes = {i: n for i, n in counts.items() if n > 1 and i in ids}
     print(
-        f"events {len(ids)}; delivered before SIGKILL {received_before_kill}; "
+        f"events {len(ids)}; delivered before SIG{args.signal} {received_before_kill}; "
         f"restart ready in {restarted_in:.1f}s; all delivered {all_in:.1f}s after the kill"
     )
     print(

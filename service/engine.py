@@ -243,17 +243,22 @@ class Engine:
     # -- runner (R-X2) -------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def runner(self, *, webhooks: bool = True) -> AsyncIterator[Engine]:
+    async def runner(
+        self, *, webhooks: bool = True, grace_seconds: float = 10.0
+    ) -> AsyncIterator[Engine]:
         """Run every loop under one task group while the block is open (R-X2).
 
         Loops: the scheduled-event dispatcher (when a handler is registered), one
         worker per registered queue handler, webhook relays for outboxes with a
         webhook URL (``webhooks=True``), the lease reaper and the retention
         pruner. Each is supervised: an exception is logged and the loop restarts.
+
+        On exit the runner stops claiming, gives work in hand up to ``grace_seconds``
+        to finish, then cancels; jobs interrupted that way are handed back at once.
         """
         from service.runner import Runner
 
-        async with Runner(self, webhooks=webhooks).run():
+        async with Runner(self, webhooks=webhooks, grace_seconds=grace_seconds).run():
             self.runner_running = True
             try:
                 yield self

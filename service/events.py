@@ -290,11 +290,14 @@ class ScheduledEvents:
         v = await self.pool.fetchval(q.NEXT_DUE_IN)
         return None if v is None else float(v)
 
-    async def run_dispatcher(self, *, poll_seconds: float = 30.0) -> None:
+    async def run_dispatcher(
+        self, *, poll_seconds: float = 30.0, stopping: anyio.Event | None = None
+    ) -> None:
         """The dispatcher loop (R-E3): sleep until the soonest trigger, woken early by
-        NOTIFY, polling every ``poll_seconds`` only as a safety net. Cancel to stop."""
+        NOTIFY, polling every ``poll_seconds`` only as a safety net. Returns after the
+        batch in hand once ``stopping`` is set; cancelling it rolls that batch back."""
         self.health.register("dispatcher", poll_seconds)
-        while True:
+        while stopping is None or not stopping.is_set():
             waiter = self.hub.arm("events")
             taken = await self.dispatch_once()
             self.health.beat("dispatcher")

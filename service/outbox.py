@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
+import anyio
 import asyncpg
 
 from service.checks import check_id, check_seconds, require_text
@@ -142,8 +143,16 @@ class Outbox:
         await process(jobs[0], delivery)
         return True
 
-    async def run(self, delivery: Delivery, *, worker_id: str, concurrency: int = 1) -> None:
-        """The relay loop (R-O3): deliver forever, woken by NOTIFY; cancel to stop."""
+    async def run(
+        self,
+        delivery: Delivery,
+        *,
+        worker_id: str,
+        concurrency: int = 1,
+        stopping: anyio.Event | None = None,
+    ) -> None:
+        """The relay loop (R-O3): deliver until cancelled, woken by NOTIFY; or until
+        ``stopping`` is set, after the messages in flight are done."""
         await self._ensure()
         await run_worker(
             self._queues,
@@ -155,6 +164,7 @@ class Outbox:
             concurrency=concurrency,
             poll_seconds=self._poll_seconds,
             loop_name=f"outbox:{self.name}",
+            stopping=stopping,
         )
 
     async def configure_webhook(

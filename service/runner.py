@@ -58,10 +58,26 @@ async def supervise(
 class Runner:
     """Owns the task group of one engine's loops. Use :meth:`Engine.runner`."""
 
-    def __init__(self, engine: Engine, *, webhooks: bool = True) -> None:
+    def __init__(
+        self, engine: Engine, *, webhooks: bool = True, grace_seconds: float = 10.0
+    ) -> None:
         self.engine = engine
         self.webhooks = webhooks
+        self.grace_seconds = grace_seconds
         self.worker_id = engine.instance_id
+        self.stopping = anyio.Event()
+        self._busy = 0  # loops that hold claimed work and drain on stop
+        self._drained = anyio.Event()
+
+    async def _draining(self, name: str, loop: Callable[[], Awaitable[None]]) -> None:
+        """Supervise a loop that owns claimed work; counted until it has drained."""
+        self._busy += 1
+        try:
+            await supervise(self.engine, name, loop, self.engine.poll_seconds)
+        finally:
+            self._busy -= 1
+            if self._busy == 0:
+                self._drained.set()
 
     async def serve(self, started: anyio.Event) -> None:
         """Run every loop until cancelled; ``started`` is set once all are scheduled."""
@@ -70,19 +86,15 @@ class Runner:
         async with httpx.AsyncClient() as client, anyio.create_task_group() as tg:
             if e.events.handler is not None:
                 tg.start_soon(
-                    supervise,
-                    e,
+                    self._draining,
                     "dispatcher",
-                    lambda: e.events.run_dispatcher(poll_seconds=poll),
-                    poll,
+                    lambda: e.events.run_dispatcher(poll_seconds=poll, stopping=self.stopping),
                 )
             for queue, (handler, concurrency) in e._job_handlers.items():
                 tg.start_soon(
-                    supervise,
-                    e,
+                    self._draining,
                     f"worker:{queue}",
-                    _bind_worker(e, queue, handler, concurrency, self.worker_id),
-                    poll,
+                    _bind_worker(e, queue, handler, concurrency, self.worker_id, self.stopping),
                 )
             tg.start_soon(supervise, e, "reaper", self._reaper, poll)
             tg.start_soon(supervise, e, "pruner", self._pruner, PRUNE_EVERY_SECONDS)
@@ -108,6 +120,17 @@ class Runner:
                 task.result()
             yield self
         finally:
+            # Graceful stop: claim nothing more, let work in hand finish for up to
+            # grace_seconds, then cancel (interrupted jobs are handed back).
+            self.stopping.set()
+            self._drained = anyio.Event()
+            self.engine.hub.notify_all()
+            if self._busy and not task.done():
+                log.info("stopping: %d loops finishing work in hand", self._busy)
+                with anyio.move_on_after(self.grace_seconds):
+                    await self._drained.wait()
+                if not self._drained.is_set():
+                    log.warning("stopping: grace of %.0fs over; interrupting", self.grace_seconds)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -183,10 +206,11 @@ class Runner:
                 concurrency=8,
                 poll_seconds=e.poll_seconds,
                 loop_name=f"outbox:{name}",
+                stopping=self.stopping,
             )
 
         with scope:
-            await supervise(e, f"outbox:{name}", relay, e.poll_seconds)
+            await self._draining(f"outbox:{name}", relay)
         e.health.unregister(f"outbox:{name}")
 
 
@@ -196,6 +220,7 @@ def _bind_worker(
     handler: Callable[..., Awaitable[object]],
     concurrency: int,
     worker_id: str,
+    stopping: anyio.Event,
 ) -> Callable[[], Awaitable[None]]:
     return lambda: run_worker(
         e.queues,
@@ -206,4 +231,5 @@ def _bind_worker(
         worker_id=worker_id,
         concurrency=concurrency,
         poll_seconds=e.poll_seconds,
+        stopping=stopping,
     )

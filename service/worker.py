@@ -79,6 +79,7 @@ async def run_worker(
     batch: int | None = None,
     poll_seconds: float = 30.0,
     loop_name: str | None = None,
+    stopping: anyio.Event | None = None,
 ) -> None:
     """Consume ``queue`` forever (until cancelled).
 
@@ -92,6 +93,8 @@ async def run_worker(
         concurrency: jobs in flight at once.
         batch: jobs claimed per statement (default: ``concurrency``).
         poll_seconds: the safety-net poll, in seconds.
+        stopping: once set (and the hub's waiters woken), the worker claims no more
+            and returns when the jobs in flight are done (graceful shutdown).
     """
     name = loop_name or f"worker:{queue}"
     health.register(name, poll_seconds)
@@ -109,7 +112,7 @@ async def run_worker(
             slot_free.set()
 
     async with anyio.create_task_group() as tg:
-        while True:
+        while stopping is None or not stopping.is_set():
             if inflight >= concurrency:
                 slot_free = anyio.Event()
                 await slot_free.wait()

@@ -210,9 +210,29 @@ async def test_stopping_runner_hands_interrupted_jobs_back(engine: Engine) -> No
         await asyncio.sleep(60)
 
     job_id = await engine.enqueue("long", {})
-    async with engine.runner(webhooks=False):
+    async with engine.runner(webhooks=False, grace_seconds=0.2):
         await asyncio.wait_for(started.wait(), 3)
     job = await engine.get_job(job_id)
     assert job and job.status == "pending" and job.attempts == 0 and job.worker_id is None
     [again] = await engine.claim("long", "next", 1)  # due now, not after the 60 s lease
     assert again.id == job_id and again.attempts == 1
+
+
+async def test_graceful_stop_lets_work_in_hand_finish(engine: Engine) -> None:
+    started = asyncio.Event()
+    finished: list[int] = []
+
+    @engine.handler("drain", concurrency=4)
+    async def slow(job: Job) -> None:
+        started.set()
+        await asyncio.sleep(0.5)
+        finished.append(job.id)
+
+    ids = await engine.enqueue_many("drain", [{"n": n} for n in range(3)])
+    async with engine.runner(webhooks=False, grace_seconds=5):
+        await asyncio.wait_for(started.wait(), 3)
+        late = await engine.enqueue("drain", {"n": "late"}, delay=0.1)
+    assert sorted(finished) == sorted(ids)  # finished and acked, not interrupted
+    assert [await engine.get_job(i) for i in ids] == [None, None, None]
+    job = await engine.get_job(late)
+    assert job and job.status == "pending" and job.attempts == 0  # not claimed while stopping
