@@ -26,6 +26,7 @@ from service.health import Health
 from service.identity import instance_id
 from service.jobs import Job, NewJob
 from service.listener import Listener
+from service.locks import Locks
 from service.migrate import migrate as run_migrations
 from service.names import check_name
 from service.outbox import Outbox
@@ -112,6 +113,7 @@ class Engine:
             self.queues = Queues(
                 self._pool, defaults=self.defaults, max_payload_bytes=self.max_payload_bytes
             )
+            self.locks = Locks(self._pool)
             self.events = ScheduledEvents(
                 self._pool,
                 self.hub,
