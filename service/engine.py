@@ -32,6 +32,7 @@ from service.names import check_name
 from service.outbox import Outbox
 from service.payloads import DEFAULT_MAX_BYTES
 from service.queues import ENGINE_DEFAULTS, QueueDefaults, Queues
+from service.schedules import Schedules
 from service.wakeup import WakeHub
 from service.worker import JobHandler
 
@@ -114,6 +115,7 @@ class Engine:
                 self._pool, defaults=self.defaults, max_payload_bytes=self.max_payload_bytes
             )
             self.locks = Locks(self._pool)
+            self.schedules = Schedules(self._pool, max_payload_bytes=self.max_payload_bytes)
             self.events = ScheduledEvents(
                 self._pool,
                 self.hub,

@@ -1,0 +1,63 @@
+"""SQL for recurring schedules (R-S1, R-S5, R-S9)."""
+
+# $1 name $2 spec $3 timezone $4 queue $5 payload $6 priority $7 max_attempts
+# $8 catch_up $9 grace_seconds $10 anchor $11 next_fire_at.
+# R-S5: re-registering with the same spec and timezone keeps the anchor and the
+# next fire time, so an app registering its schedules at every start neither
+# resets nor double-fires them.
+UPSERT = """
+INSERT INTO pgwake.schedules (name, spec, timezone, queue, payload, priority, max_attempts,
+                              catch_up, grace_seconds, anchor, next_fire_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+ON CONFLICT (name) DO UPDATE SET
+    queue = EXCLUDED.queue,
+    payload = EXCLUDED.payload,
+    priority = EXCLUDED.priority,
+    max_attempts = EXCLUDED.max_attempts,
+    catch_up = EXCLUDED.catch_up,
+    grace_seconds = EXCLUDED.grace_seconds,
+    anchor = CASE WHEN pgwake.schedules.spec = EXCLUDED.spec
+                   AND pgwake.schedules.timezone = EXCLUDED.timezone
+                  THEN pgwake.schedules.anchor ELSE EXCLUDED.anchor END,
+    next_fire_at = CASE WHEN pgwake.schedules.spec = EXCLUDED.spec
+                         AND pgwake.schedules.timezone = EXCLUDED.timezone
+                        THEN pgwake.schedules.next_fire_at ELSE EXCLUDED.next_fire_at END,
+    skips = CASE WHEN pgwake.schedules.spec = EXCLUDED.spec
+                  AND pgwake.schedules.timezone = EXCLUDED.timezone
+                 THEN pgwake.schedules.skips ELSE '{}' END,
+    spec = EXCLUDED.spec,
+    timezone = EXCLUDED.timezone,
+    updated_at = now()
+RETURNING *, (xmax = 0) AS created
+"""
+
+GET = "SELECT * FROM pgwake.schedules WHERE name = $1"
+
+# $1 limit $2 after name (keyset pagination by name)
+LIST = """
+SELECT * FROM pgwake.schedules WHERE name > coalesce($2::text, '') ORDER BY name LIMIT $1
+"""
+
+DELETE = "DELETE FROM pgwake.schedules WHERE name = $1 RETURNING name"
+
+# Compare-and-set (R-H6): pause acts on a running schedule, resume on a paused one.
+PAUSE = """
+UPDATE pgwake.schedules SET paused = true, updated_at = now()
+WHERE name = $1 AND NOT paused RETURNING *
+"""
+
+# $2 the next fire time from now (resuming never fires the boundaries it slept through).
+RESUME = """
+UPDATE pgwake.schedules SET paused = false, next_fire_at = $2, updated_at = now()
+WHERE name = $1 AND paused RETURNING *
+"""
+
+# $2 instant to skip; kept sorted and unique.
+SKIP = """
+UPDATE pgwake.schedules
+SET skips = ARRAY(SELECT DISTINCT s FROM unnest(skips || $2::timestamptz) AS s
+                  WHERE s >= now() - interval '1 day' ORDER BY s),
+    updated_at = now()
+WHERE name = $1
+RETURNING *
+"""

@@ -1,0 +1,190 @@
+"""Recurring schedules: registration, control and forecasts (R-S1, R-S5, R-S9, R-S10).
+
+Every fire time comes from :mod:`service.recurrence`, so the forecast, the
+registration check and (with the leader loop) the runner cannot disagree.
+Registration and resume wake the leader through a NOTIFY trigger at commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import asyncpg
+
+from service import recurrence
+from service.checks import check_int, check_seconds
+from service.errors import Conflict, NotFound, ValidationError
+from service.names import check_name
+from service.payloads import DEFAULT_MAX_BYTES, encode_payload, require_aware
+from service.queries import schedules as q
+
+MAX_CATCH_UP = 10_000
+MAX_FORECAST = 1_000
+
+
+class Schedules:
+    """Schedule operations over the shared pool."""
+
+    def __init__(self, pool: asyncpg.Pool, *, max_payload_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        self.pool = pool
+        self.max_payload_bytes = max_payload_bytes
+
+    async def schedule(
+        self,
+        name: str,
+        spec: str,
+        queue: str,
+        payload: Mapping[str, Any],
+        *,
+        timezone: str = "UTC",
+        catch_up: int = 64,
+        grace: float | None = None,
+        priority: int = 0,
+        max_attempts: int | None = None,
+    ) -> tuple[dict[str, Any], bool]:
+        """Create or update schedule ``name`` (R-S1); everything is validated first.
+
+        Args:
+            name: schedule name (R-N1, not reserved).
+            spec: ``@every <n><unit>`` or 5/6-field cron (R-S2), read in ``timezone``.
+            queue: the queue each fire enqueues one job into (not reserved).
+            payload: JSON object for each job (R-N4).
+            timezone: IANA zone name.
+            catch_up: boundaries fired after downtime, at most (R-S8).
+            grace: seconds; older boundaries count as missed instead of firing (R-S8).
+            priority, max_attempts: stamped on each job.
+
+        Returns:
+            ``(row, created)``. Re-registering with the same spec and timezone keeps
+            the anchor and next fire time (R-S5).
+
+        Raises:
+            InvalidName, ReservedName, InvalidSpec, InvalidTimezone, InvalidPayload,
+            PayloadTooLarge, ValidationError: nothing is stored.
+        """
+        check_name(name, kind="schedule")
+        check_name(queue, kind="queue")
+        if not isinstance(spec, str):
+            raise recurrence.InvalidSpec(spec, "must be a string")
+        parsed = recurrence.parse(spec)
+        recurrence.zone(timezone)
+        payload_text = encode_payload(
+            dict(payload) if isinstance(payload, Mapping) else payload,
+            max_bytes=self.max_payload_bytes,
+        )
+        check_int(catch_up, "catch_up", 0, MAX_CATCH_UP)
+        grace_s = None if grace is None else check_seconds(grace, "grace", allow_zero=False)
+        check_int(priority, "priority", -(2**31))
+        if max_attempts is not None:
+            check_int(max_attempts, "max_attempts", 1)
+        now = datetime.now(UTC)
+        # Raises InvalidSpec when the spec never fires in this zone.
+        first = recurrence.next_after(parsed, timezone, now, anchor=now)
+        row = await self.pool.fetchrow(
+            q.UPSERT,
+            name,
+            parsed.text,
+            timezone,
+            queue,
+            payload_text,
+            priority,
+            max_attempts,
+            catch_up,
+            grace_s,
+            now,
+            first,
+        )
+        assert row is not None
+        data = dict(row)
+        return data, bool(data.pop("created"))
+
+    async def get_schedule(self, name: str) -> dict[str, Any]:
+        """The schedule row. Raises NotFound."""
+        check_name(name, kind="schedule")
+        row = await self.pool.fetchrow(q.GET, name)
+        if row is None:
+            raise NotFound(f"schedule {name!r} does not exist")
+        return dict(row)
+
+    async def list_schedules(
+        self, *, limit: int = 100, after: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Schedules ordered by name; pass the last name as ``after`` for the next page."""
+        check_int(limit, "limit", 1, 1000)
+        if after is not None:
+            check_name(after, kind="schedule", allow_reserved=True)
+        return [dict(r) for r in await self.pool.fetch(q.LIST, limit, after)]
+
+    async def unschedule(self, name: str) -> bool:
+        """Delete schedule ``name`` (R-S1). Returns False when it did not exist."""
+        check_name(name, kind="schedule")
+        return await self.pool.fetchval(q.DELETE, name) is not None
+
+    async def pause(self, name: str) -> dict[str, Any]:
+        """Stop firing ``name``; compare-and-set on running (R-H6). Raises NotFound/Conflict."""
+        check_name(name, kind="schedule")
+        return await self._cas(name, await self.pool.fetchrow(q.PAUSE, name), "running")
+
+    async def resume(self, name: str) -> dict[str, Any]:
+        """Fire ``name`` again from the next boundary after now (the paused stretch is not
+        caught up); compare-and-set on paused (R-H6). Raises NotFound/Conflict."""
+        row = await self.get_schedule(name)
+        now = datetime.now(UTC)
+        nxt = recurrence.next_after(row["spec"], row["timezone"], now, anchor=row["anchor"])
+        return await self._cas(name, await self.pool.fetchrow(q.RESUME, name, nxt), "paused")
+
+    async def _cas(self, name: str, row: asyncpg.Record | None, expected: str) -> dict[str, Any]:
+        if row is not None:
+            return dict(row)
+        current = await self.get_schedule(name)
+        state = "paused" if current["paused"] else "running"
+        raise Conflict(
+            f"schedule {name!r} is {state}, not {expected}", current={"paused": current["paused"]}
+        )
+
+    async def skip(self, name: str, instant: datetime) -> dict[str, Any]:
+        """Skip one future occurrence at ``instant`` (R-S10): neither fired nor forecast.
+
+        Raises:
+            NaiveDatetime: ``instant`` has no offset.
+            ValidationError: ``instant`` is not one of the schedule's fire instants.
+            NotFound: no such schedule.
+        """
+        require_aware(instant, "instant")
+        row = await self.get_schedule(name)
+        at = instant.astimezone(UTC)
+        [boundary] = recurrence.upcoming(
+            row["spec"], row["timezone"], at - timedelta(microseconds=1), 1, anchor=row["anchor"]
+        )
+        if boundary != at:
+            raise ValidationError(
+                f"{instant.isoformat()} is not a fire instant of schedule {name!r}; "
+                f"the next one after it is {boundary.isoformat()}",
+                errors=[{"loc": ["instant"], "msg": "not a fire instant", "type": "value_error"}],
+            )
+        updated = await self.pool.fetchrow(q.SKIP, name, at)
+        if updated is None:
+            raise NotFound(f"schedule {name!r} does not exist")
+        return dict(updated)
+
+    async def upcoming(
+        self, name: str, count: int = 10, after: datetime | None = None
+    ) -> list[dict[str, datetime]]:
+        """The next ``count`` fire instants of ``name`` after ``after`` (default now),
+        without storing anything, skipped occurrences left out (R-S10).
+
+        Returns:
+            ``[{"utc": instant, "local": same instant in the schedule's zone}, …]``.
+        """
+        check_int(count, "count", 1, MAX_FORECAST)
+        start = datetime.now(UTC) if after is None else require_aware(after, "after")
+        row = await self.get_schedule(name)
+        skips = set(row["skips"])
+        fires = recurrence.upcoming(
+            row["spec"], row["timezone"], start, count + len(skips), anchor=row["anchor"]
+        )
+        tz = recurrence.zone(row["timezone"])
+        kept = [f for f in fires if f not in skips][:count]
+        return [{"utc": f, "local": f.astimezone(tz)} for f in kept]
