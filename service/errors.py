@@ -140,3 +140,12 @@ class UnsupportedMediaType(PgwakeError):
     code = "unsupported_media_type"
     status = 415
     title = "Unsupported media type"
+
+
+class LeadershipLost(PgwakeError):
+    """The schedule leader failed to acquire or renew the ``__scheduler`` lock (R-S6):
+    it must not tick again until it re-acquires leadership."""
+
+    code = "leadership_lost"
+    status = 503
+    title = "Leadership lost"

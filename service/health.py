@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass
@@ -12,14 +12,16 @@ class LoopState:
 
     name: str
     period: float
+    started_at: float = field(default_factory=time.time)
     last_ok: float | None = None
     restarts: int = 0
     last_error: str | None = None
 
     def stale(self, now: float) -> bool:
-        """True when the loop has been silent for more than three of its periods."""
-        ref = self.last_ok
-        return ref is None or now - ref > 3 * self.period
+        """True when the loop has been silent for more than three of its periods
+        (counted from its start until its first good iteration)."""
+        ref = self.last_ok if self.last_ok is not None else self.started_at
+        return now - ref > 3 * self.period
 
 
 class Health:

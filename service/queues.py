@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import asyncpg
+from asyncpg.pool import PoolConnectionProxy
 
 from service.checks import (
     check_id,
@@ -27,7 +28,7 @@ from service.names import check_name
 from service.payloads import DEFAULT_MAX_BYTES, encode_payload, require_aware
 from service.queries import jobs as q
 
-Executor = asyncpg.Connection | asyncpg.Pool
+Executor = asyncpg.Connection | asyncpg.Pool | PoolConnectionProxy
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The runner: every loop under one task group, each supervised (R-X2, R-E5).
 
-Loops: scheduled-event dispatcher, queue workers for registered handlers,
+Loops: the schedule leader (standby until it holds the lock), the
+scheduled-event dispatcher, queue workers for registered handlers,
 webhook relays (one per outbox with a webhook URL, reconciled on NOTIFY),
 the lease reaper and the retention pruner. A loop that raises is logged,
 counted in :class:`service.health.Health` and restarted with backoff.
@@ -19,6 +20,7 @@ import anyio.abc
 import anyio.lowlevel
 import httpx
 
+from service.leader import Leader
 from service.outbox import backing_queue
 from service.queries import outbox as outbox_q
 from service.webhooks import WebhookDelivery, WebhookTarget
@@ -96,6 +98,10 @@ class Runner:
                     f"worker:{queue}",
                     _bind_worker(e, queue, handler, concurrency, self.worker_id, self.stopping),
                 )
+            leader = Leader(
+                e.queues, e.locks, e.hub, e.health, owner=self.worker_id, poll_seconds=poll
+            )
+            tg.start_soon(supervise, e, "scheduler", lambda: leader.standby(self.stopping), poll)
             tg.start_soon(supervise, e, "reaper", self._reaper, poll)
             tg.start_soon(supervise, e, "pruner", self._pruner, PRUNE_EVERY_SECONDS)
             if self.webhooks:

@@ -61,3 +61,31 @@ SET skips = ARRAY(SELECT DISTINCT s FROM unnest(skips || $2::timestamptz) AS s
 WHERE name = $1
 RETURNING *
 """
+
+# The tick (R-S7): due, unpaused schedules, locked. A second ticker blocks here and
+# then re-reads each row; one whose next_fire_at has moved past now() drops out.
+DUE_FOR_UPDATE = """
+SELECT *, now() AS db_now FROM pgwake.schedules
+WHERE NOT paused AND next_fire_at <= now()
+ORDER BY next_fire_at
+FOR UPDATE
+"""
+
+# $1 name $2 next_fire_at $3 fired $4 skipped $5 missed $6 last fired boundary or NULL
+ADVANCE = """
+UPDATE pgwake.schedules
+SET next_fire_at = $2,
+    fired_total = fired_total + $3,
+    skipped_total = skipped_total + $4,
+    missed_total = missed_total + $5,
+    last_fired_at = coalesce($6, last_fired_at),
+    skips = ARRAY(SELECT s FROM unnest(skips) AS s WHERE s >= $2 ORDER BY s),
+    updated_at = now()
+WHERE name = $1
+"""
+
+# Seconds from the database's now() to the soonest unpaused fire time (NULL: none).
+NEXT_FIRE_IN = """
+SELECT extract(epoch FROM min(next_fire_at) - now())::float8
+FROM pgwake.schedules WHERE NOT paused
+"""

@@ -1,0 +1,163 @@
+"""The schedule leader (R-S6–R-S9): one runner at a time fires schedules.
+
+Leadership is the table lock ``__scheduler`` held by the engine's instance token
+with a 10 s TTL, renewed at the top of every iteration and on a cadence during
+the sleep. A tick is one transaction: due schedule rows ``FOR UPDATE``, one job
+per elapsed boundary (stamped ``scheduled_for``, dedupe key
+``schedule:<name>:<boundary>``), ``next_fire_at`` advanced, commit.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+import anyio
+
+from service import recurrence
+from service.errors import LeadershipLost
+from service.health import Health
+from service.jobs import NewJob
+from service.locks import Locks
+from service.queries import schedules as q
+from service.queues import Queues
+from service.wakeup import WakeHub
+
+log = logging.getLogger("pgwake.leader")
+
+LEADER_LOCK = "__scheduler"
+LEASE_TTL_SECONDS = 10.0
+RENEW_EVERY_SECONDS = LEASE_TTL_SECONDS / 3
+
+
+def dedupe_key(name: str, boundary: datetime) -> str:
+    """``schedule:<name>:<boundary>`` with the boundary as a UTC ISO 8601 instant (R-S7)."""
+    return f"schedule:{name}:{boundary.isoformat()}"
+
+
+class Leader:
+    """Ticks schedules while holding the leader lock.
+
+    Args:
+        queues, locks: the engine's operations.
+        hub: NOTIFY wakeups (topic ``schedules``).
+        health: loop liveness (``scheduler``).
+        owner: this runner instance's unique token (R-L1).
+        poll_seconds: the safety-net poll, seconds.
+    """
+
+    def __init__(
+        self,
+        queues: Queues,
+        locks: Locks,
+        hub: WakeHub,
+        health: Health,
+        *,
+        owner: str,
+        poll_seconds: float = 30.0,
+    ) -> None:
+        self.queues = queues
+        self.locks = locks
+        self.hub = hub
+        self.health = health
+        self.owner = owner
+        self.poll_seconds = poll_seconds
+
+    async def tick(self) -> int:
+        """Fire every elapsed boundary of every due schedule in one transaction (R-S7, R-S8).
+
+        Returns:
+            The number of jobs enqueued (deduplicated boundaries count once).
+        """
+        fired = 0
+        async with self.queues.pool.acquire() as conn, conn.transaction():
+            for row in await conn.fetch(q.DUE_FOR_UPDATE):
+                plan = recurrence.due_boundaries(
+                    row["spec"],
+                    row["timezone"],
+                    row["next_fire_at"],
+                    row["db_now"],
+                    row["catch_up"],
+                    anchor=row["anchor"],
+                    grace=row["grace_seconds"],
+                )
+                skips = set(row["skips"])
+                boundaries = [b for b in plan.fire if b not in skips]
+                jobs = [
+                    NewJob(
+                        row["payload"],
+                        run_at=b,
+                        priority=row["priority"],
+                        max_attempts=row["max_attempts"],
+                        dedupe_key=dedupe_key(row["name"], b),
+                        scheduled_for=b,
+                    )
+                    for b in boundaries
+                ]
+                if jobs:
+                    await self.queues.insert(conn, row["queue"], jobs, allow_reserved=True)
+                await conn.execute(
+                    q.ADVANCE,
+                    row["name"],
+                    plan.next_fire_at,
+                    len(boundaries),
+                    plan.skipped + len(plan.fire) - len(boundaries),
+                    plan.missed,
+                    boundaries[-1] if boundaries else None,
+                )
+                if plan.skipped or plan.missed:
+                    log.info(
+                        "schedule %s: fired %d, skipped %d, missed %d after downtime",
+                        row["name"],
+                        len(boundaries),
+                        plan.skipped,
+                        plan.missed,
+                    )
+                fired += len(jobs)
+        return fired
+
+    async def _renew(self) -> None:
+        if not await self.locks.renew(
+            LEADER_LOCK, self.owner, LEASE_TTL_SECONDS, allow_reserved=True
+        ):
+            raise LeadershipLost(f"{self.owner} no longer holds {LEADER_LOCK}")
+
+    async def run_schedules(self, stop: anyio.Event | None = None) -> None:
+        """Lead until ``stop`` is set (R-S6): acquire the lock, then renew-tick-sleep.
+
+        Raises:
+            LeadershipLost: the lock could not be acquired, or was lost; raised before
+                any further tick.
+        """
+        if not await self.locks.try_lock(
+            LEADER_LOCK, self.owner, LEASE_TTL_SECONDS, allow_reserved=True
+        ):
+            raise LeadershipLost(f"{LEADER_LOCK} is held by another runner")
+        self.health.register("scheduler", min(self.poll_seconds, RENEW_EVERY_SECONDS))
+        try:
+            while stop is None or not stop.is_set():
+                waiter = self.hub.arm("schedules")
+                await self._renew()
+                await self.tick()
+                self.health.beat("scheduler")
+                v = await self.queues.pool.fetchval(q.NEXT_FIRE_IN)
+                sleep = RENEW_EVERY_SECONDS if v is None else max(0.0, min(v, RENEW_EVERY_SECONDS))
+                await waiter.wait(min(sleep, self.poll_seconds))
+        finally:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(2):
+                await self.locks.unlock(LEADER_LOCK, self.owner, allow_reserved=True)
+
+    async def standby(self, stop: anyio.Event | None = None) -> None:
+        """The runner's loop (R-S6): lead when the lock is free, else wait and retry, so a
+        dead leader is replaced within about one TTL."""
+        self.health.register("scheduler", RENEW_EVERY_SECONDS)
+        while stop is None or not stop.is_set():
+            try:
+                await self.run_schedules(stop)
+            except LeadershipLost:
+                self.health.beat("scheduler")  # a healthy standby
+                with anyio.move_on_after(RENEW_EVERY_SECONDS):
+                    if stop is not None:
+                        await stop.wait()
+                    else:
+                        await anyio.sleep_forever()
