@@ -149,12 +149,18 @@ class Schedules:
 
         Raises:
             NaiveDatetime: ``instant`` has no offset.
-            ValidationError: ``instant`` is not one of the schedule's fire instants.
+            ValidationError: ``instant`` is past, or not one of the schedule's fire instants.
             NotFound: no such schedule.
         """
         require_aware(instant, "instant")
         row = await self.get_schedule(name)
         at = instant.astimezone(UTC)
+        if at <= datetime.now(UTC):
+            raise ValidationError(
+                f"{instant.isoformat()} is not in the future; only coming occurrences "
+                "can be skipped",
+                errors=[{"loc": ["instant"], "msg": "in the past", "type": "value_error"}],
+            )
         [boundary] = recurrence.upcoming(
             row["spec"], row["timezone"], at - timedelta(microseconds=1), 1, anchor=row["anchor"]
         )

@@ -18,7 +18,7 @@ from starlette.exceptions import HTTPException
 from service.config import Settings
 from service.engine import Engine
 from service.errors import PgwakeError
-from service.http import events, health, outboxes, problems
+from service.http import events, health, outboxes, problems, schedules
 from service.standalone import install_default_handler
 
 
@@ -66,7 +66,7 @@ def create_app(
             yield
 
     app = Starlette(
-        routes=[*health.routes, *events.routes, *outboxes.routes],
+        routes=[*health.routes, *events.routes, *outboxes.routes, *schedules.routes],
         lifespan=lifespan,
         exception_handlers={
             PgwakeError: problems.pgwake_error,

@@ -103,3 +103,23 @@ class OutboxConfigIn(_Model):
     webhook_url: Annotated[str, Field(min_length=1, max_length=2048)] | None = None
     secret: Annotated[str, Field(min_length=1, max_length=512)] | None = None
     timeout_seconds: Annotated[float, Field(gt=0, le=300, strict=True)] | None = None
+
+
+class ScheduleIn(_Model):
+    """Body of ``PUT /schedules/{name}`` (R-S1); spec and zone are checked by
+    :mod:`service.recurrence` when stored."""
+
+    spec: Annotated[str, Field(min_length=1, max_length=1024)]
+    queue: Text
+    payload: dict[str, Any] = Field(default_factory=dict)
+    timezone: Annotated[str, Field(min_length=1, max_length=64)] = "UTC"
+    catch_up: Annotated[int, Field(ge=0, le=10_000, strict=True)] = 64
+    grace_seconds: Annotated[float, Field(gt=0, le=10 * 365 * 86400, strict=True)] | None = None
+    priority: Annotated[int, Field(ge=-(2**31), le=2**31 - 1, strict=True)] = 0
+    max_attempts: Annotated[int, Field(ge=1, le=1000, strict=True)] | None = None
+
+
+class SkipIn(_Model):
+    """Body of ``POST /schedules/{name}/skip`` (R-S10)."""
+
+    instant: Annotated[AwareDatetime, BeforeValidator(_iso_string), AfterValidator(_in_range)]
