@@ -124,6 +124,43 @@ def cmd_outbox(settings: Settings, args: argparse.Namespace) -> int:
     return asyncio.run(_with_engine(settings, run))
 
 
+def cmd_schedule(settings: Settings, args: argparse.Namespace) -> int:
+    from service.payloads import parse_json
+
+    async def run(engine: Engine) -> int:
+        s = engine.schedules
+        if args.schedule_cmd == "add":
+            payload = parse_json(args.payload, max_bytes=settings.max_body_bytes)
+            row, created = await s.schedule(
+                args.name,
+                args.spec,
+                args.queue,
+                payload,
+                timezone=args.timezone,
+                catch_up=args.catch_up,
+            )
+            verb = "created" if created else "updated"
+            print(f"{verb} schedule {row['name']!r}; next fire {row['next_fire_at'].isoformat()}")
+        elif args.schedule_cmd == "list":
+            for row in await s.list_schedules(limit=1000):
+                state = "paused" if row["paused"] else "active"
+                print(
+                    f"{row['name']}\t{row['spec']}\t{row['timezone']}\t{row['queue']}\t"
+                    f"{state}\tnext {row['next_fire_at'].isoformat()}"
+                )
+        elif args.schedule_cmd == "rm":
+            if not await s.unschedule(args.name):
+                print(f"pgwake: no schedule named {args.name!r}", file=sys.stderr)
+                return 1
+            print(f"removed schedule {args.name!r}")
+        else:
+            for fire in await s.upcoming(args.name, args.count):
+                print(f"{fire['utc'].isoformat()}\t{fire['local'].isoformat()}")
+        return 0
+
+    return asyncio.run(_with_engine(settings, run))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pgwake", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -146,6 +183,21 @@ def build_parser() -> argparse.ArgumentParser:
     conf.add_argument("--webhook-url", required=True)
     conf.add_argument("--secret", default=None, help="whsec_<base64> or any string")
     conf.add_argument("--timeout", type=float, default=None, help="seconds (default 10)")
+    schedule = sub.add_parser("schedule", help="manage recurring schedules")
+    ssub = schedule.add_subparsers(dest="schedule_cmd", required=True)
+    add = ssub.add_parser("add", help="create or update a schedule")
+    add.add_argument("name")
+    add.add_argument("--spec", required=True, help="'@every 5m' or a 5/6-field cron expression")
+    add.add_argument("--queue", required=True, help="queue each fire enqueues a job into")
+    add.add_argument("--payload", default="{}", help="JSON object for each job")
+    add.add_argument("--timezone", default="UTC", help="IANA zone the cron fields are read in")
+    add.add_argument("--catch-up", type=int, default=64, help="boundaries fired after downtime")
+    ssub.add_parser("list", help="list schedules")
+    rm = ssub.add_parser("rm", help="remove a schedule")
+    rm.add_argument("name")
+    up = ssub.add_parser("upcoming", help="next fire instants (UTC and local)")
+    up.add_argument("name")
+    up.add_argument("--count", type=int, default=10)
     return parser
 
 
@@ -154,6 +206,7 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
     "migrate": cmd_migrate,
     "token": cmd_token,
     "outbox": cmd_outbox,
+    "schedule": cmd_schedule,
 }
 
 
