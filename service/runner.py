@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import anyio
-import anyio.abc
 import anyio.lowlevel
 import httpx
 
