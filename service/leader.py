@@ -15,6 +15,7 @@ from datetime import datetime
 import anyio
 
 from service import recurrence
+from service.db import Connection
 from service.errors import LeadershipLost
 from service.health import Health
 from service.jobs import NewJob
@@ -66,61 +67,76 @@ class Leader:
     async def tick(self) -> int:
         """Fire every elapsed boundary of every due schedule in one transaction (R-S7, R-S8).
 
-        Returns:
-            The number of jobs enqueued (deduplicated boundaries count once).
-        """
-        fired = 0
-        async with self.queues.pool.acquire() as conn, conn.transaction():
-            for row in await conn.fetch(q.DUE_FOR_UPDATE):
-                plan = recurrence.due_boundaries(
-                    row["spec"],
-                    row["timezone"],
-                    row["next_fire_at"],
-                    row["db_now"],
-                    row["catch_up"],
-                    anchor=row["anchor"],
-                    grace=row["grace_seconds"],
-                )
-                skips = set(row["skips"])
-                boundaries = [b for b in plan.fire if b not in skips]
-                jobs = [
-                    NewJob(
-                        row["payload"],
-                        run_at=b,
-                        priority=row["priority"],
-                        max_attempts=row["max_attempts"],
-                        dedupe_key=dedupe_key(row["name"], b),
-                        scheduled_for=b,
-                    )
-                    for b in boundaries
-                ]
-                if jobs:
-                    await self.queues.insert(conn, row["queue"], jobs, allow_reserved=True)
-                await conn.execute(
-                    q.ADVANCE,
-                    row["name"],
-                    plan.next_fire_at,
-                    len(boundaries),
-                    plan.skipped + len(plan.fire) - len(boundaries),
-                    plan.missed,
-                    boundaries[-1] if boundaries else None,
-                )
-                if plan.skipped or plan.missed:
-                    log.info(
-                        "schedule %s: fired %d, skipped %d, missed %d after downtime",
-                        row["name"],
-                        len(boundaries),
-                        plan.skipped,
-                        plan.missed,
-                    )
-                fired += len(jobs)
-        return fired
+        The transaction first renews the leader lock and keeps its row locked until
+        commit, so a runner that lost leadership (stopped or partitioned past the TTL)
+        fires nothing, and nobody can take over halfway through a tick.
 
-    async def _renew(self) -> None:
-        if not await self.locks.renew(
-            LEADER_LOCK, self.owner, LEASE_TTL_SECONDS, allow_reserved=True
-        ):
-            raise LeadershipLost(f"{self.owner} no longer holds {LEADER_LOCK}")
+        Returns:
+            The number of jobs enqueued.
+
+        Raises:
+            LeadershipLost: this runner does not hold ``__scheduler``; nothing fired.
+        """
+        async with self.queues.pool.acquire() as conn, conn.transaction():
+            if not await self.locks.renew(
+                LEADER_LOCK, self.owner, LEASE_TTL_SECONDS, allow_reserved=True, conn=conn
+            ):
+                raise LeadershipLost(f"{self.owner} no longer holds {LEADER_LOCK}")
+            return await self._fire_due(conn)
+
+    async def _fire_due(self, conn: Connection) -> int:
+        """The tick's body, in ``conn``'s open transaction. Without the fence only the
+        row locks and the ``schedule_fires`` key stand between two tickers."""
+        fired = 0
+        for row in await conn.fetch(q.DUE_FOR_UPDATE):
+            plan = recurrence.due_boundaries(
+                row["spec"],
+                row["timezone"],
+                row["next_fire_at"],
+                row["db_now"],
+                row["catch_up"],
+                anchor=row["anchor"],
+                grace=row["grace_seconds"],
+            )
+            skips = set(row["skips"])
+            wanted = [b for b in plan.fire if b not in skips]
+            # The unique backstop: boundaries fired before (by anyone) drop out here.
+            new = {r["boundary"] for r in await conn.fetch(q.RECORD_FIRES, row["name"], wanted)}
+            boundaries = [b for b in wanted if b in new]
+            jobs = [
+                NewJob(
+                    row["payload"],
+                    run_at=b,
+                    priority=row["priority"],
+                    max_attempts=row["max_attempts"],
+                    dedupe_key=dedupe_key(row["name"], b),
+                    scheduled_for=b,
+                )
+                for b in boundaries
+            ]
+            if jobs:
+                ids = await self.queues.insert(conn, row["queue"], jobs, allow_reserved=True)
+                await conn.execute(q.LINK_FIRES, row["name"], boundaries, ids)
+            await conn.execute(
+                q.ADVANCE,
+                row["name"],
+                plan.next_fire_at,
+                len(boundaries),
+                plan.skipped + len(plan.fire) - len(wanted),
+                plan.missed,
+                boundaries[-1] if boundaries else None,
+            )
+            if plan.skipped or plan.missed or len(boundaries) < len(wanted):
+                log.info(
+                    "schedule %s: fired %d, skipped %d, missed %d after downtime, %d already fired",
+                    row["name"],
+                    len(boundaries),
+                    plan.skipped,
+                    plan.missed,
+                    len(wanted) - len(boundaries),
+                )
+            fired += len(jobs)
+        return fired
 
     async def run_schedules(self, stop: anyio.Event | None = None) -> None:
         """Lead until ``stop`` is set (R-S6): acquire the lock, then renew-tick-sleep.
@@ -137,8 +153,7 @@ class Leader:
         try:
             while stop is None or not stop.is_set():
                 waiter = self.hub.arm("schedules")
-                await self._renew()
-                await self.tick()
+                await self.tick()  # renews the lease first, or raises LeadershipLost
                 self.health.beat("scheduler")
                 v = await self.queues.pool.fetchval(q.NEXT_FIRE_IN)
                 sleep = RENEW_EVERY_SECONDS if v is None else max(0.0, min(v, RENEW_EVERY_SECONDS))

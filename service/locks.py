@@ -13,6 +13,7 @@ from datetime import datetime
 import asyncpg
 
 from service.checks import check_seconds, require_text
+from service.db import Connection
 from service.names import check_name
 from service.queries import locks as q
 
@@ -51,15 +52,27 @@ class Locks:
         return result
 
     async def renew(
-        self, name: str, owner: str, ttl: float, *, allow_reserved: bool = False
+        self,
+        name: str,
+        owner: str,
+        ttl: float,
+        *,
+        allow_reserved: bool = False,
+        conn: Connection | None = None,
     ) -> datetime | None:
         """Extend ``owner``'s unexpired lock to now + ``ttl`` seconds.
+
+        Args:
+            conn: run inside this connection's open transaction, which then holds the
+                lock row until it ends: a fence, since nobody can take the lock
+                before that transaction commits or rolls back.
 
         Returns:
             The new expiry, or None when the lock expired or belongs to someone else.
         """
         args = self._args(name, owner, ttl, allow_reserved)
-        result: datetime | None = await self.pool.fetchval(q.RENEW, *args)
+        executor = self.pool if conn is None else conn
+        result: datetime | None = await executor.fetchval(q.RENEW, *args)
         return result
 
     async def unlock(self, name: str, owner: str, *, allow_reserved: bool = False) -> bool:

@@ -155,10 +155,12 @@ class Runner:
             await waiter.wait(timeout)
 
     async def _pruner(self) -> None:
-        """Delete completed jobs past their queue's retention (R-Q10)."""
+        """Delete completed jobs past their queue's retention (R-Q10) and old fire history."""
         e = self.engine
         while True:
             while await e.queues.prune_done() > 0:
+                await anyio.lowlevel.checkpoint()
+            while await e.schedules.prune_fires() > 0:
                 await anyio.lowlevel.checkpoint()
             e.health.beat("pruner")
             await anyio.sleep(PRUNE_EVERY_SECONDS)

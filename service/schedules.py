@@ -22,6 +22,7 @@ from service.queries import schedules as q
 
 MAX_CATCH_UP = 10_000
 MAX_FORECAST = 1_000
+FIRES_RETENTION_SECONDS = 7 * 86_400.0
 
 
 class Schedules:
@@ -194,3 +195,15 @@ class Schedules:
         tz = recurrence.zone(row["timezone"])
         kept = [f for f in fires if f not in skips][:count]
         return [{"utc": f, "local": f.astimezone(tz)} for f in kept]
+
+    async def prune_fires(
+        self, retention: float = FIRES_RETENTION_SECONDS, limit: int = 1000
+    ) -> int:
+        """Forget fired boundaries older than ``retention`` seconds (default 7 days).
+
+        Their ``schedule_fires`` rows are the unique backstop of R-S7 only while a
+        boundary could still be ticked, i.e. near ``next_fire_at``; older ones are
+        history. Returns how many rows were deleted (at most ``limit``).
+        """
+        status = await self.pool.execute(q.PRUNE_FIRES, retention, limit)
+        return int(status.split()[-1])

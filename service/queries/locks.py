@@ -12,9 +12,11 @@ RETURNING expires_at
 
 # $1 name $2 owner $3 ttl seconds. Only an unexpired lock of this owner is renewed:
 # once past its TTL the lock is free, and its former owner must take it again.
+# statement_timestamp(), not now(): inside a transaction (the leader's fenced tick)
+# now() is the BEGIN instant, which a process stopped after BEGIN would carry stale.
 RENEW = """
-UPDATE pgwake.locks SET expires_at = now() + make_interval(secs => $3::float8)
-WHERE name = $1 AND owner = $2 AND expires_at > now()
+UPDATE pgwake.locks SET expires_at = statement_timestamp() + make_interval(secs => $3::float8)
+WHERE name = $1 AND owner = $2 AND expires_at > statement_timestamp()
 RETURNING expires_at
 """
 

@@ -89,3 +89,30 @@ NEXT_FIRE_IN = """
 SELECT extract(epoch FROM min(next_fire_at) - now())::float8
 FROM pgwake.schedules WHERE NOT paused
 """
+
+# R-S7's backstop: $1 name $2 boundaries. Returns only boundaries never fired
+# before; the primary key (schedule, boundary) refuses the rest, even when their
+# jobs were acked and deleted long ago.
+RECORD_FIRES = """
+INSERT INTO pgwake.schedule_fires (schedule, boundary)
+SELECT $1, b FROM unnest($2::timestamptz[]) AS b
+ON CONFLICT DO NOTHING
+RETURNING boundary
+"""
+
+# $1 name $2 boundaries $3 job ids (same order)
+LINK_FIRES = """
+UPDATE pgwake.schedule_fires f SET job_id = x.job_id
+FROM unnest($2::timestamptz[], $3::bigint[]) AS x (boundary, job_id)
+WHERE f.schedule = $1 AND f.boundary = x.boundary
+"""
+
+# $1 retention seconds $2 max rows
+PRUNE_FIRES = """
+DELETE FROM pgwake.schedule_fires
+WHERE (schedule, boundary) IN (
+    SELECT schedule, boundary FROM pgwake.schedule_fires
+    WHERE fired_at < now() - make_interval(secs => $1::float8)
+    LIMIT $2
+)
+"""

@@ -24,6 +24,22 @@ def _leader(engine: Engine, owner: str | None = None) -> Leader:
     )
 
 
+async def _tick(engine: Engine, leader: Leader | None = None) -> int:
+    """One fenced tick as the leader (takes the lock first)."""
+    leader = leader or _leader(engine)
+    assert await engine.locks.try_lock(LEADER_LOCK, leader.owner, 10, allow_reserved=True)
+    try:
+        return await leader.tick()
+    finally:
+        await engine.locks.unlock(LEADER_LOCK, leader.owner, allow_reserved=True)
+
+
+async def _unfenced_tick(engine: Engine, leader: Leader) -> int:
+    """A rogue ticker that skips the leadership fence: only the database stops it."""
+    async with engine.pool.acquire() as conn, conn.transaction():
+        return await leader._fire_due(conn)
+
+
 async def _backdate(engine: Engine, name: str, seconds: float) -> datetime:
     """Pretend the runner was down: next fire (and anchor) ``seconds`` in the past."""
     at = await engine.pool.fetchval(
@@ -39,7 +55,7 @@ async def _backdate(engine: Engine, name: str, seconds: float) -> datetime:
 async def test_tick_fires_each_elapsed_boundary_once(engine: Engine) -> None:
     await engine.schedules.schedule("s", "@every 1s", "work", {"k": 1}, priority=3)
     start = await _backdate(engine, "s", 3)
-    assert await _leader(engine).tick() >= 3
+    assert await _tick(engine) >= 3
     jobs = await engine.pool.fetch(
         "SELECT * FROM pgwake.jobs WHERE queue = 'work' ORDER BY scheduled_for"
     )
@@ -52,14 +68,14 @@ async def test_tick_fires_each_elapsed_boundary_once(engine: Engine) -> None:
     row = await engine.schedules.get_schedule("s")
     assert row["next_fire_at"] > datetime.now(UTC) - timedelta(seconds=1)
     assert row["fired_total"] == len(jobs)
-    assert await _leader(engine).tick() in (0, 1)  # nothing fired twice
+    assert await _tick(engine) in (0, 1)  # nothing fired twice
 
 
 async def test_catch_up_fires_64_then_skips_forward(engine: Engine) -> None:
     """Issue 3 acceptance 6: 200 missed boundaries -> 64 fired oldest first, 136 skipped."""
     await engine.schedules.schedule("c", "@every 1s", "cq", {})
     start = await _backdate(engine, "c", 199.5)
-    await _leader(engine).tick()
+    await _tick(engine)
     jobs = await engine.pool.fetch(
         "SELECT scheduled_for FROM pgwake.jobs WHERE queue = 'cq' ORDER BY scheduled_for"
     )
@@ -70,19 +86,59 @@ async def test_catch_up_fires_64_then_skips_forward(engine: Engine) -> None:
 
     await engine.schedules.schedule("z", "@every 1s", "zq", {}, catch_up=0)
     await _backdate(engine, "z", 199.5)
-    await _leader(engine).tick()
+    await _tick(engine)
     assert await engine.pool.fetchval("SELECT count(*) FROM pgwake.jobs WHERE queue = 'zq'") == 1
 
 
 async def test_rogue_second_ticker_cannot_double_fire(engine: Engine) -> None:
     await engine.schedules.schedule("r", "@every 1s", "rq", {})
     await _backdate(engine, "r", 30)
-    counts = await asyncio.gather(*(_leader(engine).tick() for _ in range(4)))
+    counts = await asyncio.gather(*(_unfenced_tick(engine, _leader(engine)) for _ in range(4)))
     n = await engine.pool.fetchval("SELECT count(*) FROM pgwake.jobs WHERE queue = 'rq'")
     distinct = await engine.pool.fetchval(
         "SELECT count(DISTINCT scheduled_for) FROM pgwake.jobs WHERE queue = 'rq'"
     )
     assert n == distinct == sum(counts)
+
+
+async def test_acked_boundaries_never_fire_again(engine: Engine) -> None:
+    """The unique backstop (R-S7): even with the jobs acked and deleted and the
+    schedule's next fire time wound back, a boundary fires at most once."""
+    await engine.schedules.schedule("b", "@every 1s", "bq", {})
+    start = await _backdate(engine, "b", 5)
+    first = await _tick(engine)
+    assert first >= 5
+    await engine.pool.execute("DELETE FROM pgwake.jobs WHERE queue = 'bq'")  # acked, pruned
+    await engine.pool.execute(
+        "UPDATE pgwake.schedules SET next_fire_at = $1 WHERE name = 'b'", start
+    )
+    again = await _unfenced_tick(engine, _leader(engine))
+    fires = await engine.pool.fetch(
+        "SELECT f.boundary, f.job_id FROM pgwake.schedule_fires f WHERE schedule = 'b'"
+    )
+    assert again <= 1  # only a boundary that became due since the first tick
+    assert len(fires) == first + again
+    assert all(f["job_id"] is not None for f in fires)
+    row = await engine.schedules.get_schedule("b")
+    assert row["fired_total"] == first + again
+
+
+async def test_tick_without_leadership_fires_nothing(engine: Engine) -> None:
+    await engine.schedules.schedule("f", "@every 1s", "fq", {})
+    await _backdate(engine, "f", 3)
+    with pytest.raises(LeadershipLost):
+        await _leader(engine).tick()  # never took the lock
+    leader = _leader(engine)
+    assert await engine.locks.try_lock(LEADER_LOCK, leader.owner, 10, allow_reserved=True)
+    # The lease runs out (a stopped process): the stale leader must not tick.
+    await engine.pool.execute(
+        "UPDATE pgwake.locks SET expires_at = now() - interval '1 second' WHERE name = $1",
+        LEADER_LOCK,
+    )
+    with pytest.raises(LeadershipLost):
+        await leader.tick()
+    assert await engine.pool.fetchval("SELECT count(*) FROM pgwake.jobs WHERE queue = 'fq'") == 0
+    assert await engine.pool.fetchval("SELECT count(*) FROM pgwake.schedule_fires") == 0
 
 
 async def test_leadership_is_exclusive(engine: Engine) -> None:

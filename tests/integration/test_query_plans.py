@@ -16,13 +16,16 @@ import pytest
 
 from service.queries import events as eq
 from service.queries import jobs as jq
+from service.queries import schedules as sq
 from service.queries import tokens as tq
 
 
 @pytest.fixture
 async def filled(clean_db: str) -> AsyncIterator[asyncpg.Connection]:
     conn = await asyncpg.connect(clean_db)
-    await conn.execute("TRUNCATE pgwake.jobs, pgwake.scheduled_events, pgwake.queues")
+    await conn.execute(
+        "TRUNCATE pgwake.jobs, pgwake.scheduled_events, pgwake.queues, pgwake.schedules CASCADE"
+    )
     await conn.execute("""
         INSERT INTO pgwake.jobs (queue, status, payload, max_attempts, lease_seconds,
                                  backoff_base_seconds, backoff_cap_seconds, run_at,
@@ -43,10 +46,18 @@ async def filled(clean_db: str) -> AsyncIterator[asyncpg.Connection]:
         SELECT 'e', now() + interval '30 days', '{}' FROM generate_series(1, 20000);
         INSERT INTO pgwake.scheduled_events (event_type, trigger_at, facts)
         SELECT 'e', now(), '{}' FROM generate_series(1, 10);
-        ANALYZE pgwake.jobs; ANALYZE pgwake.scheduled_events;
+        INSERT INTO pgwake.schedules (name, spec, timezone, queue, payload, anchor,
+                                      next_fire_at, paused)
+        SELECT 's' || g, '@every 1h', 'UTC', 'q', '{}', now(),
+               now() + make_interval(secs => g), g % 2 = 0
+        FROM generate_series(1, 20000) g;
+        INSERT INTO pgwake.schedules (name, spec, timezone, queue, payload, anchor, next_fire_at)
+        SELECT 'due' || g, '@every 1h', 'UTC', 'q', '{}', now(), now()
+        FROM generate_series(1, 3) g;
+        ANALYZE pgwake.jobs; ANALYZE pgwake.scheduled_events; ANALYZE pgwake.schedules;
     """)
     yield conn
-    await conn.execute("TRUNCATE pgwake.jobs, pgwake.scheduled_events")
+    await conn.execute("TRUNCATE pgwake.jobs, pgwake.scheduled_events, pgwake.schedules CASCADE")
     await conn.close()
 
 
@@ -79,6 +90,8 @@ HOT = [
     ("dead list", jq.LIST_DEAD, ("q1", 50, None), "jobs_dead_idx"),
     ("events claim", eq.CLAIM_DUE, (20,), "scheduled_events_due_idx"),
     ("events next due", eq.NEXT_DUE_IN, (), "scheduled_events_due_idx"),
+    ("schedules due", sq.DUE_FOR_UPDATE, (), "schedules_due_idx"),
+    ("schedules next fire", sq.NEXT_FIRE_IN, (), "schedules_due_idx"),
     ("token lookup", tq.LOOKUP, (b"x" * 32,), "api_tokens_token_hash_key"),
 ]
 
@@ -91,6 +104,6 @@ async def test_hot_queries_use_their_indexes(filled: asyncpg.Connection) -> None
         nodes = caught.value.nodes
         used = {n.get("Index Name") for n in nodes} - {None}
         seq = {n["Relation Name"] for n in nodes if n["Node Type"] == "Seq Scan"}
-        if index not in used or {"jobs", "scheduled_events"} & seq:
+        if index not in used or {"jobs", "scheduled_events", "schedules"} & seq:
             problems.append(f"{what}: indexes {sorted(used)}, seq scans {sorted(seq)}")
     assert not problems, "\n".join(problems)
