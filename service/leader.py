@@ -78,6 +78,10 @@ class Leader:
             LeadershipLost: this runner does not hold ``__scheduler``; nothing fired.
         """
         async with self.queues.pool.acquire() as conn, conn.transaction():
+            # The fence holds the lock row until commit: a leader frozen mid-tick (GC
+            # pause, SIGSTOP) must not block every standby's takeover, so the server
+            # ends a tick that sits idle for longer than the lease.
+            await conn.execute(q.TICK_IDLE_TIMEOUT)
             if not await self.locks.renew(
                 LEADER_LOCK, self.owner, LEASE_TTL_SECONDS, allow_reserved=True, conn=conn
             ):
@@ -101,7 +105,10 @@ class Leader:
             skips = set(row["skips"])
             wanted = [b for b in plan.fire if b not in skips]
             # The unique backstop: boundaries fired before (by anyone) drop out here.
-            new = {r["boundary"] for r in await conn.fetch(q.RECORD_FIRES, row["name"], wanted)}
+            new = {
+                r["boundary"]
+                for r in await conn.fetch(q.RECORD_FIRES, row["name"], wanted, self.owner)
+            }
             boundaries = [b for b in wanted if b in new]
             jobs = [
                 NewJob(
@@ -149,11 +156,16 @@ class Leader:
             LEADER_LOCK, self.owner, LEASE_TTL_SECONDS, allow_reserved=True
         ):
             raise LeadershipLost(f"{LEADER_LOCK} is held by another runner")
+        log.info("%s leads the schedules (%s)", self.owner, LEADER_LOCK)
         self.health.register("scheduler", min(self.poll_seconds, RENEW_EVERY_SECONDS))
         try:
             while stop is None or not stop.is_set():
                 waiter = self.hub.arm("schedules")
-                await self.tick()  # renews the lease first, or raises LeadershipLost
+                try:
+                    await self.tick()  # renews the lease first, or raises LeadershipLost
+                except LeadershipLost:
+                    log.warning("%s lost leadership of %s; standing by", self.owner, LEADER_LOCK)
+                    raise
                 self.health.beat("scheduler")
                 v = await self.queues.pool.fetchval(q.NEXT_FIRE_IN)
                 sleep = RENEW_EVERY_SECONDS if v is None else max(0.0, min(v, RENEW_EVERY_SECONDS))

@@ -6,6 +6,7 @@ CREATE TABLE pgwake.schedule_fires (
     schedule  text NOT NULL REFERENCES pgwake.schedules (name) ON DELETE CASCADE,
     boundary  timestamptz NOT NULL,
     job_id    bigint,
+    fired_by  text NOT NULL,           -- the leader's instance token
     fired_at  timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (schedule, boundary)
 );

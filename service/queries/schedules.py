@@ -62,6 +62,10 @@ WHERE name = $1
 RETURNING *
 """
 
+# First statement of a tick: a stalled tick must not hold the leader lock's row past
+# the 10 s lease (its connection is closed by the server and the tick rolls back).
+TICK_IDLE_TIMEOUT = "SET LOCAL idle_in_transaction_session_timeout = '10s'"
+
 # The tick (R-S7): due, unpaused schedules, locked. A second ticker blocks here and
 # then re-reads each row; one whose next_fire_at has moved past now() drops out.
 DUE_FOR_UPDATE = """
@@ -90,12 +94,12 @@ SELECT extract(epoch FROM min(next_fire_at) - now())::float8
 FROM pgwake.schedules WHERE NOT paused
 """
 
-# R-S7's backstop: $1 name $2 boundaries. Returns only boundaries never fired
-# before; the primary key (schedule, boundary) refuses the rest, even when their
-# jobs were acked and deleted long ago.
+# R-S7's backstop: $1 name $2 boundaries $3 the firing leader's token. Returns only
+# boundaries never fired before; the primary key (schedule, boundary) refuses the
+# rest, even when their jobs were acked and deleted long ago.
 RECORD_FIRES = """
-INSERT INTO pgwake.schedule_fires (schedule, boundary)
-SELECT $1, b FROM unnest($2::timestamptz[]) AS b
+INSERT INTO pgwake.schedule_fires (schedule, boundary, fired_by)
+SELECT $1, b, $3 FROM unnest($2::timestamptz[]) AS b
 ON CONFLICT DO NOTHING
 RETURNING boundary
 """

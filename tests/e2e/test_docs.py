@@ -33,3 +33,27 @@ def test_library_example_runs(clean_db: str) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert "sending {'order': 1}" in out.stdout
+
+
+def test_readme_schedule_commands_run(clean_db: str) -> None:
+    """Every ``pgwake schedule`` line of the README's schedules section, as written."""
+    section = (ROOT / "README.md").read_text().split("## Recurring schedules", 1)[1]
+    block = re.search(r"```sh\n(.*?)```", section, re.S)
+    assert block, "README has no shell block under 'Recurring schedules'"
+    commands = block.group(1).replace("\\\n", " ").strip().splitlines()
+    assert len(commands) >= 4
+    outputs = []
+    for command in commands:
+        assert command.startswith(".venv/bin/pgwake schedule "), command
+        out = subprocess.run(
+            ["bash", "-c", command.replace(".venv/bin/pgwake", f"{sys.executable} -m service.cli")],
+            env={**os.environ, "DATABASE_URL": clean_db},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+        )
+        assert out.returncode == 0, (command, out.stderr)
+        outputs.append(out.stdout)
+    assert "nightly-report" in outputs[2]  # list
+    assert "+01:00" in outputs[1] or "+02:00" in outputs[1]  # upcoming in Berlin time

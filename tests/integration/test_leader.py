@@ -7,10 +7,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from service import db
 from service.engine import Engine
 from service.errors import LeadershipLost
 from service.identity import instance_id
-from service.leader import LEADER_LOCK, Leader, dedupe_key
+from service.leader import LEADER_LOCK, RENEW_EVERY_SECONDS, Leader, dedupe_key
 
 
 def _leader(engine: Engine, owner: str | None = None) -> Leader:
@@ -173,3 +174,46 @@ async def test_runner_fires_every_second_on_time(engine: Engine) -> None:
     lags = [(r["created_at"] - r["scheduled_for"]).total_seconds() for r in rows]
     assert max(lags) < 0.5, lags  # generous: the leader sleeps to each boundary
     assert await engine.locks.holder(LEADER_LOCK, allow_reserved=True) is None  # released
+
+
+async def _first_fire(engine: Engine, queue: str, timeout: float) -> tuple[datetime, datetime]:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while asyncio.get_running_loop().time() < deadline:
+        row = await engine.pool.fetchrow(
+            "SELECT created_at, scheduled_for FROM pgwake.jobs WHERE queue = $1", queue
+        )
+        if row is not None:
+            return row["created_at"], row["scheduled_for"]
+        await asyncio.sleep(0.005)
+    raise AssertionError(f"{queue} did not fire within {timeout}s")
+
+
+async def test_registration_wakes_a_sleeping_leader(engine: Engine) -> None:
+    """R-S9: the leader sleeps on a far deadline (up to its 3.3 s renew cadence); a
+    schedule registered meanwhile fires at its first boundary, woken by NOTIFY.
+    Three tries: a cadence wake-up landing near every boundary by luck is unlikely."""
+    await engine.schedules.schedule("far", "@every 1d", "far", {})
+    async with engine.runner(webhooks=False):
+        for i in range(3):
+            await asyncio.sleep(1.2)  # the leader is back asleep on the far deadline
+            await engine.schedules.schedule(f"soon{i}", "* * * * * *", f"soon{i}", {})
+            fired, boundary = await _first_fire(engine, f"soon{i}", timeout=5)
+            lag = (fired - boundary).total_seconds()
+            assert lag < 0.5, lag  # generous; the cadence alone would average 1.6 s
+            await engine.schedules.unschedule(f"soon{i}")
+
+
+async def test_deadline_fires_without_notify(clean_db: str) -> None:
+    """R-S9: correctness never depends on NOTIFY. With no LISTEN connection at all,
+    a new schedule still fires by the leader's renew cadence."""
+    pool = await db.create_pool(clean_db, min_size=1, max_size=4)
+    try:
+        async with Engine(pool=pool) as engine:
+            assert engine.listener is None
+            async with engine.runner(webhooks=False):
+                await asyncio.sleep(0.5)
+                await engine.schedules.schedule("quiet", "* * * * * *", "quiet", {})
+                fired, boundary = await _first_fire(engine, "quiet", timeout=10)
+            assert (fired - boundary).total_seconds() < RENEW_EVERY_SECONDS + 1.0
+    finally:
+        await pool.close()
