@@ -29,6 +29,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
@@ -58,8 +59,7 @@ async def scratch_database(dsn: str) -> AsyncIterator[str]:
     admin = await asyncpg.connect(dsn)
     try:
         await admin.execute(f'CREATE DATABASE "{name}"')
-        base, _, _ = dsn.rpartition("/")
-        yield f"{base}/{name}"
+        yield urlunsplit(urlsplit(dsn)._replace(path=f"/{name}"))
     finally:
         await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         await admin.close()
