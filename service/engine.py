@@ -27,6 +27,7 @@ from service.identity import instance_id
 from service.jobs import Job, NewJob
 from service.listener import Listener
 from service.locks import Locks
+from service.metrics import Metrics
 from service.migrate import migrate as run_migrations
 from service.names import check_name
 from service.outbox import Outbox
@@ -80,6 +81,7 @@ class Engine:
         self.instance_id = instance_id()
         self.hub = WakeHub()
         self.health = Health()
+        self.metrics = Metrics()
         self._event_handler: EventHandler | None = None
         self._job_handlers: dict[str, tuple[JobHandler, int]] = {}
         self._stack: contextlib.AsyncExitStack | None = None
@@ -112,7 +114,10 @@ class Engine:
                 async with self._pool.acquire() as conn:
                     await run_migrations(conn)
             self.queues = Queues(
-                self._pool, defaults=self.defaults, max_payload_bytes=self.max_payload_bytes
+                self._pool,
+                defaults=self.defaults,
+                max_payload_bytes=self.max_payload_bytes,
+                metrics=self.metrics,
             )
             self.locks = Locks(self._pool)
             self.schedules = Schedules(self._pool, max_payload_bytes=self.max_payload_bytes)
@@ -123,6 +128,7 @@ class Engine:
                 handler=self._event_handler,
                 batch=self.dispatch_batch,
                 max_payload_bytes=self.max_payload_bytes,
+                metrics=self.metrics,
             )
             if self.listen_dsn is not None:
                 # A plain task, not a task group: the engine may be opened and closed

@@ -27,6 +27,7 @@ from service.checks import check_id, check_int, check_text, require_text
 from service.db import Connection
 from service.errors import Conflict, NotFound, PgwakeError, ValidationError
 from service.health import Health
+from service.metrics import Metrics
 from service.payloads import DEFAULT_MAX_BYTES, encode_payload, require_aware
 from service.queries import events as q
 from service.wakeup import WakeHub
@@ -154,10 +155,12 @@ class ScheduledEvents:
         batch: int = 20,
         handler_timeout: float = 30.0,
         max_payload_bytes: int = DEFAULT_MAX_BYTES,
+        metrics: Metrics | None = None,
     ) -> None:
         self.pool = pool
         self.hub = hub
         self.health = health
+        self.metrics = metrics or Metrics()
         self.handler = handler
         self.batch = batch
         self.handler_timeout = handler_timeout
@@ -273,6 +276,7 @@ class ScheduledEvents:
         Returns:
             How many events were taken (dispatched or failed).
         """
+        failed = 0
         async with self.pool.acquire() as conn, conn.transaction():
             rows = await conn.fetch(q.CLAIM_DUE, self.batch)
             events = sorted(map(event_from_row, rows), key=lambda e: (e.trigger_at, e.id))
@@ -283,7 +287,17 @@ class ScheduledEvents:
                 except Exception as exc:
                     log.warning("scheduled event %s failed: %s", event.id, exc)
                     await conn.execute(q.MARK_FAILED, event.id, error_text(exc))
-            return len(events)
+                    failed += 1
+        # Committed: count them.
+        for r in rows:
+            self.metrics.dispatch_lag.observe(
+                (r["dispatched_at"] - r["trigger_at"]).total_seconds()
+            )
+        if failed:
+            self.metrics.events.labels("failed").inc(failed)
+        if len(rows) > failed:
+            self.metrics.events.labels("dispatched").inc(len(rows) - failed)
+        return len(events)
 
     async def next_due_in(self) -> float | None:
         """Seconds until the soonest pending trigger (<= 0: due; None: nothing pending)."""

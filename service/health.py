@@ -16,6 +16,10 @@ class LoopState:
     last_ok: float | None = None
     restarts: int = 0
     last_error: str | None = None
+    #: Crashed and not yet back: set by the supervisor, cleared by the next good beat.
+    down: bool = False
+    #: Test hook: raised from the loop's next :meth:`Health.beat` (one shot).
+    fault: BaseException | None = None
 
     def stale(self, now: float) -> bool:
         """True when the loop has been silent for more than three of its periods
@@ -38,10 +42,27 @@ class Health:
         return state
 
     def beat(self, name: str) -> None:
-        """Record a successful iteration of loop ``name`` now."""
+        """Record a successful iteration of loop ``name`` now.
+
+        Raises:
+            The exception planted by :meth:`inject_fault`, once.
+        """
         state = self.loops.get(name)
         if state is not None:
+            if state.fault is not None:
+                fault, state.fault = state.fault, None
+                raise fault
             state.last_ok = time.time()
+            state.down = False
+
+    def inject_fault(self, name: str, exc: BaseException) -> None:
+        """Test hook: loop ``name`` raises ``exc`` from inside its next iteration, as if
+        its code had failed there. The supervisor must notice and restart it.
+
+        Raises:
+            KeyError: no loop of that name is registered.
+        """
+        self.loops[name].fault = exc
 
     def unregister(self, name: str) -> None:
         self.loops.pop(name, None)

@@ -86,12 +86,23 @@ class Leader:
                 LEADER_LOCK, self.owner, LEASE_TTL_SECONDS, allow_reserved=True, conn=conn
             ):
                 raise LeadershipLost(f"{self.owner} no longer holds {LEADER_LOCK}")
-            return await self._fire_due(conn)
+            lags = await self._fire_due(conn)
+        # Committed: count them.
+        metrics = self.queues.metrics
+        for lag in lags:
+            metrics.fire_lag.observe(lag)
+        if lags:
+            metrics.fired.inc(len(lags))
+        return len(lags)
 
-    async def _fire_due(self, conn: Connection) -> int:
+    async def _fire_due(self, conn: Connection) -> list[float]:
         """The tick's body, in ``conn``'s open transaction. Without the fence only the
-        row locks and the ``schedule_fires`` key stand between two tickers."""
-        fired = 0
+        row locks and the ``schedule_fires`` key stand between two tickers.
+
+        Returns:
+            For each fired boundary, the fire lag in seconds (tick start − boundary).
+        """
+        lags: list[float] = []
         for row in await conn.fetch(q.DUE_FOR_UPDATE):
             plan = recurrence.due_boundaries(
                 row["spec"],
@@ -142,8 +153,8 @@ class Leader:
                     plan.missed,
                     len(wanted) - len(boundaries),
                 )
-            fired += len(jobs)
-        return fired
+            lags.extend((row["db_now"] - b).total_seconds() for b in boundaries)
+        return lags
 
     async def run_schedules(self, stop: anyio.Event | None = None) -> None:
         """Lead until ``stop`` is set (R-S6): acquire the lock, then renew-tick-sleep.

@@ -24,6 +24,7 @@ from service.checks import (
 )
 from service.errors import Conflict, NotFound, ValidationError
 from service.jobs import Job, NewJob
+from service.metrics import Metrics
 from service.names import check_name
 from service.payloads import DEFAULT_MAX_BYTES, encode_payload, require_aware
 from service.queries import jobs as q
@@ -63,10 +64,12 @@ class Queues:
         *,
         defaults: QueueDefaults = ENGINE_DEFAULTS,
         max_payload_bytes: int = DEFAULT_MAX_BYTES,
+        metrics: Metrics | None = None,
     ) -> None:
         self.pool = pool
         self.defaults = defaults
         self.max_payload_bytes = max_payload_bytes
+        self.metrics = metrics or Metrics()
         self._ensured: set[str] = set()
 
     # -- enqueue -----------------------------------------------------------------
@@ -146,6 +149,8 @@ class Queues:
             if key is not None:
                 want.setdefault(key, []).append(i)
         inserted = await executor.fetch(q.ENQUEUE, *args)
+        if inserted:
+            self.metrics.enqueued.labels(queue).inc(len(inserted))
         unkeyed = iter(i for i, key in enumerate(cols[5]) if key is None)
         for rec in inserted:
             if rec["dedupe_key"] is None:
@@ -269,6 +274,8 @@ class Queues:
         worker_id = require_text(worker_id, "worker_id")
         check_int(limit, "limit", 1, 10_000)
         rows = await self.pool.fetch(q.CLAIM, queue, worker_id, limit)
+        if rows:
+            self.metrics.claimed.labels(queue).inc(len(rows))
         jobs = [Job.from_row(r, self) for r in rows]
         jobs.sort(key=lambda j: (-j.priority, j.run_at, j.id))
         return jobs
@@ -281,6 +288,8 @@ class Queues:
             False when the lease is no longer this worker's (nothing changed).
         """
         n = await self.pool.fetchval(q.ACK, job.id, job.worker_id, job.attempts)
+        if n:
+            self.metrics.acked.labels(job.queue).inc()
         return bool(n)
 
     async def retry(self, job: Job, error: str, *, delay: float | None = None) -> bool:
@@ -299,6 +308,9 @@ class Queues:
         row = await self.pool.fetchrow(
             q.RETRY, job.id, job.worker_id, job.attempts, storable_text(error), delay
         )
+        if row is not None:
+            counter = self.metrics.dead if row["status"] == "dead" else self.metrics.retried
+            counter.labels(job.queue).inc()
         return row is not None
 
     async def release(self, job: Job) -> bool:
@@ -311,6 +323,8 @@ class Queues:
         row = await self.pool.fetchrow(
             q.DEAD_LETTER, job.id, job.worker_id, job.attempts, storable_text(error)
         )
+        if row is not None:
+            self.metrics.dead.labels(job.queue).inc()
         return row is not None
 
     async def heartbeat(self, job: Job, *, extend: float | None = None) -> bool:
@@ -369,14 +383,22 @@ class Queues:
         if await self.pool.fetchval(q.CANCEL, job_id) is None:
             await self._conflict_or_missing(job_id, "pending")
 
-    async def requeue_dead(self, job_id: int) -> None:
+    async def requeue_dead(self, job_id: int, *, queue: str | None = None) -> None:
         """Put a dead job back to pending with a fresh attempt budget (R-Q5).
 
+        Args:
+            queue: when given, the job must belong to this queue.
+
         Raises:
-            NotFound: no such job.
+            NotFound: no such job (in ``queue``).
             Conflict: the job is not dead, or a live job holds its dedupe key.
         """
         check_id(job_id, "job")
+        if queue is not None:
+            check_name(queue, kind="queue")
+            job = await self.get_job(job_id)
+            if job is None or job.queue != queue:
+                raise NotFound(f"queue {queue!r} has no job {job_id}")
         try:
             done = await self.pool.fetchval(q.REQUEUE_DEAD, job_id)
         except asyncpg.UniqueViolationError:
@@ -409,6 +431,20 @@ class Queues:
         if before is not None:
             check_int(before, "before", 1, 2**63 - 1)
         return [Job.from_row(r) for r in await self.pool.fetch(q.LIST_DEAD, queue, limit, before)]
+
+    async def live_stats(self) -> list[dict[str, Any]]:
+        """Every queue with pending, running or dead jobs: ``[{"queue", "pending",
+        "running", "dead", "oldest_pending_run_at"}, …]`` by queue name."""
+        out: dict[str, dict[str, Any]] = {}
+        for r in await self.pool.fetch(q.LIVE_COUNTS):
+            item = out.setdefault(
+                r["queue"],
+                {"queue": r["queue"], "pending": 0, "running": 0, "dead": 0,
+                 "oldest_pending_run_at": None},
+            )  # fmt: skip
+            item[r["status"]] = r["n"]
+            item["oldest_pending_run_at"] = r["oldest"] or item["oldest_pending_run_at"]
+        return list(out.values())
 
     async def stats(self, queue: str, *, allow_reserved: bool = False) -> dict[str, Any]:
         """Counts per status for ``queue`` and the oldest pending ``run_at``."""

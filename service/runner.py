@@ -38,20 +38,28 @@ STABLE_SECONDS = 30.0
 async def supervise(
     engine: Engine, name: str, loop: Callable[[], Awaitable[None]], period: float
 ) -> None:
-    """Run ``loop`` forever; on exception log it, record it, and restart with backoff."""
+    """Run ``loop`` forever; when it raises, log it, mark it down in health (``/healthz``
+    answers 503 until it iterates again) and restart it with backoff (0.1 s doubling
+    to 5 s). Anything but cancellation, ``KeyboardInterrupt`` and ``SystemExit`` is
+    caught, ``BaseException`` subclasses included: one loop must never take the task
+    group, and with it every other loop, down."""
     state = engine.health.register(name, period)
     backoff = 0.1
+    cancelled = anyio.get_cancelled_exc_class()
     while True:
         started = anyio.current_time()
         try:
             await loop()
             return
-        except Exception as exc:
+        except (cancelled, KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as exc:
             if anyio.current_time() - started > STABLE_SECONDS:
                 backoff = 0.1  # it had been healthy: a fresh failure, not a crash loop
             state.restarts += 1
+            state.down = True
             state.last_error = error_text(exc)
-            log.exception("loop %s crashed; restarting in %.1fs", name, backoff)
+            log.error("loop %s crashed; restarting in %.1fs", name, backoff, exc_info=exc)
         await anyio.sleep(backoff)
         backoff = min(backoff * 2, 5.0)
 

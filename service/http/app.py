@@ -14,12 +14,31 @@ from collections.abc import AsyncIterator
 import asyncpg
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
 
 from service.config import Settings
 from service.engine import Engine
 from service.errors import PgwakeError
-from service.http import events, health, outboxes, problems, schedules
+from service.http import events, health, openapi, outboxes, problems, queues, schedules
+from service.http.api import Endpoint, mount
 from service.standalone import install_default_handler
+
+
+async def openapi_json(request: Request) -> Response:
+    """The OpenAPI 3.1 document of this service, generated from the route table."""
+    return JSONResponse(request.app.state.openapi)
+
+
+#: The route table (R-H2): every operation, its permission and its models.
+ENDPOINTS: list[Endpoint] = [
+    *health.endpoints,
+    *events.endpoints,
+    *schedules.endpoints,
+    *queues.endpoints,
+    *outboxes.endpoints,
+    Endpoint("GET", "/openapi.json", openapi_json, "read", "This document", "operations"),
+]
 
 
 def create_app(
@@ -66,7 +85,7 @@ def create_app(
             yield
 
     app = Starlette(
-        routes=[*health.routes, *events.routes, *outboxes.routes, *schedules.routes],
+        routes=mount(ENDPOINTS),
         lifespan=lifespan,
         exception_handlers={
             PgwakeError: problems.pgwake_error,
@@ -76,6 +95,7 @@ def create_app(
         },
     )
     app.state.max_body_bytes = settings.max_body_bytes
+    app.state.openapi = openapi.build(ENDPOINTS)
     app.state.runner_expected = run_runner
     if engine is not None:
         app.state.engine = engine

@@ -4,20 +4,26 @@ from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
-from service.http.auth import require
-from service.http.body import read_model
-from service.http.common import engine_of, json_response, path_id, query_int
-from service.http.models import LiveEventIn, ScheduledEventIn
+from service.http.api import Endpoint, body_of, query_of
+from service.http.common import engine_of, json_response, path_id
+from service.http.models import (
+    EventListQuery,
+    LiveEventIn,
+    LiveEventOut,
+    ScheduledEventIn,
+    ScheduledEventOut,
+    ScheduledEventPage,
+)
 
 
 async def create_scheduled_event(request: Request) -> Response:
-    """``POST /admin/scheduled-events`` (ingest): 201 with the stored row."""
-    await require(request, "ingest")
-    engine = engine_of(request)
-    body = await read_model(request, ScheduledEventIn, request.app.state.max_body_bytes)
-    row, created = await engine.events.store(
+    """Store a scheduled event; ``external_key`` makes the call idempotent (R-E1).
+
+    Answers 201 with the stored row, ``Location`` and ``Pgwake-Created: true|false``.
+    """
+    body = body_of(request, ScheduledEventIn)
+    row, created = await engine_of(request).events.store(
         body.event_type,
         body.trigger_at,
         body.facts,
@@ -36,52 +42,67 @@ async def create_scheduled_event(request: Request) -> Response:
 
 
 async def list_scheduled_events(request: Request) -> Response:
-    """``GET /admin/scheduled-events?status=&limit=&before=`` (read), newest first."""
-    await require(request, "read")
-    engine = engine_of(request)
-    limit = query_int(request, "limit", 50, 1, 500)
-    before = query_int(request, "before", None, 1, 2**63 - 1)
-    rows = await engine.events.list(
-        status=request.query_params.get("status") or None, limit=limit or 50, before=before
+    """Scheduled events, newest first; pass ``next_before`` as ``before`` for the next page."""
+    query = query_of(request, EventListQuery)
+    rows = await engine_of(request).events.list(
+        status=query.status, limit=query.limit, before=query.before
     )
-    next_before = rows[-1]["id"] if len(rows) == limit else None
+    next_before = rows[-1]["id"] if len(rows) == query.limit else None
     return json_response({"items": rows, "next_before": next_before})
 
 
 async def get_scheduled_event(request: Request) -> Response:
-    """``GET /admin/scheduled-events/{id}`` (read)."""
-    await require(request, "read")
+    """One scheduled event: ``status``, ``dispatched_at``, ``last_error`` (R-E2)."""
     return json_response(await engine_of(request).events.get(path_id(request)))
 
 
 async def retry_scheduled_event(request: Request) -> Response:
-    """``POST /admin/scheduled-events/{id}/retry`` (admin): failed → pending, else 409."""
-    await require(request, "admin")
+    """Compare-and-set failed → pending (R-H6); 409 with the current status otherwise."""
     return json_response(await engine_of(request).events.retry(path_id(request)))
 
 
 async def cancel_scheduled_event(request: Request) -> Response:
-    """``DELETE /admin/scheduled-events/{id}`` (admin): pending → cancelled, else 409."""
-    await require(request, "admin")
+    """Compare-and-set pending → cancelled (R-H6); 409 with the current status otherwise."""
     return json_response(await engine_of(request).events.cancel(path_id(request)))
 
 
 async def post_live_event(request: Request) -> Response:
-    """``POST /events`` (ingest): handle now through the registered handler; 202."""
-    await require(request, "ingest")
-    engine = engine_of(request)
-    body = await read_model(request, LiveEventIn, request.app.state.max_body_bytes)
-    event = await engine.ingest(
+    """Handle an event now through the registered handler (R-E4); 202."""
+    body = body_of(request, LiveEventIn)
+    event = await engine_of(request).ingest(
         body.event_type, body.facts, subject_id=body.subject_id, tenant_id=body.tenant_id
     )
     return json_response(event.as_message(), 202)
 
 
-routes = [
-    Route("/admin/scheduled-events", create_scheduled_event, methods=["POST"]),
-    Route("/admin/scheduled-events", list_scheduled_events, methods=["GET"]),
-    Route("/admin/scheduled-events/{id}", get_scheduled_event, methods=["GET"]),
-    Route("/admin/scheduled-events/{id}", cancel_scheduled_event, methods=["DELETE"]),
-    Route("/admin/scheduled-events/{id}/retry", retry_scheduled_event, methods=["POST"]),
-    Route("/events", post_live_event, methods=["POST"]),
+TAG = "scheduled events"
+EVENT = "/admin/scheduled-events/{id}"
+# fmt: off
+endpoints = [
+    Endpoint(
+        "POST", "/admin/scheduled-events", create_scheduled_event, "ingest",
+        "Store a scheduled event", TAG, body=ScheduledEventIn,
+        response=ScheduledEventOut, status=201,
+    ),
+    Endpoint(
+        "GET", "/admin/scheduled-events", list_scheduled_events, "read",
+        "List scheduled events", TAG, query=EventListQuery, response=ScheduledEventPage,
+    ),
+    Endpoint(
+        "GET", EVENT, get_scheduled_event, "read", "Get a scheduled event", TAG,
+        response=ScheduledEventOut, errors=(404,),
+    ),
+    Endpoint(
+        "DELETE", EVENT, cancel_scheduled_event, "admin", "Cancel a pending event", TAG,
+        response=ScheduledEventOut, errors=(404, 409),
+    ),
+    Endpoint(
+        "POST", EVENT + "/retry", retry_scheduled_event, "admin", "Retry a failed event", TAG,
+        response=ScheduledEventOut, errors=(404, 409),
+    ),
+    Endpoint(
+        "POST", "/events", post_live_event, "ingest", "Handle a live event now", "live events",
+        body=LiveEventIn, response=LiveEventOut, status=202,
+    ),
 ]
+# fmt: on

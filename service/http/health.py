@@ -1,4 +1,5 @@
-"""``/healthz`` (loop liveness, R-E5) and ``/readyz`` (database + migrations + runner)."""
+"""``/healthz`` (loop liveness, R-E5), ``/readyz`` (database + migrations + runner)
+and ``/metrics`` (Prometheus text format)."""
 
 from __future__ import annotations
 
@@ -6,14 +7,17 @@ import time
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
+from service.http.api import Endpoint
 from service.http.common import engine_of, json_response
+from service.http.models import HealthOut, ReadyOut
+from service.metrics import CONTENT_TYPE
 from service.migrate import is_current
 
 
 async def healthz(request: Request) -> Response:
-    """200 when every loop iterated within three of its periods and LISTEN is up, else 503."""
+    """200 when every runner loop iterated within three of its periods, none is down
+    after a crash, and LISTEN is connected; else 503 with the same body."""
     engine = engine_of(request)
     now = time.time()
     loops = [
@@ -23,6 +27,7 @@ async def healthz(request: Request) -> Response:
             "last_ok": s.last_ok,
             "seconds_since_ok": None if s.last_ok is None else round(now - s.last_ok, 3),
             "stale": s.stale(now),
+            "down": s.down,
             "restarts": s.restarts,
             "last_error": s.last_error,
         }
@@ -30,7 +35,7 @@ async def healthz(request: Request) -> Response:
     ]
     listener = engine.listener
     listening = listener is not None and listener.is_connected
-    ok = listening and not any(loop["stale"] for loop in loops)
+    ok = listening and not any(loop["stale"] or loop["down"] for loop in loops)
     body = {
         "status": "ok" if ok else "degraded",
         "listener": {"connected": listening, "reconnects": listener.reconnects if listener else 0},
@@ -57,7 +62,29 @@ async def readyz(request: Request) -> Response:
     return json_response({"status": "ready" if ok else "not ready", **checks}, 200 if ok else 503)
 
 
-routes = [
-    Route("/healthz", healthz, methods=["GET"]),
-    Route("/readyz", readyz, methods=["GET"]),
+async def metrics(request: Request) -> Response:
+    """This process's counters and histograms plus live counts from the database,
+    in the Prometheus text exposition format."""
+    engine = engine_of(request)
+    async with engine.pool.acquire() as conn:
+        body = await engine.metrics.render(conn, engine.health)
+    return Response(body, media_type=CONTENT_TYPE)
+
+
+TAG = "operations"
+# fmt: off
+endpoints = [
+    Endpoint(
+        "GET", "/healthz", healthz, None, "Runner loop liveness", TAG,
+        response=HealthOut, errors=(503,),
+    ),
+    Endpoint(
+        "GET", "/readyz", readyz, None, "Readiness: database, migrations, runner", TAG,
+        response=ReadyOut, errors=(503,),
+    ),
+    Endpoint(
+        "GET", "/metrics", metrics, "read", "Prometheus metrics", TAG,
+        media_type="text/plain",
+    ),
 ]
+# fmt: on

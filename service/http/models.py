@@ -1,9 +1,10 @@
-"""Request models: they validate bodies and (later) generate the OpenAPI schema."""
+"""Request and response models: they validate bodies and query strings and generate
+the OpenAPI document (R-H2), so the two cannot drift."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -38,7 +39,7 @@ def _iso_string(value: Any) -> Any:
 
 def _in_range(value: datetime) -> datetime:
     try:
-        return require_aware(value, "trigger_at")
+        return require_aware(value, "instant")
     except PgwakeError as exc:
         raise ValueError(exc.detail) from None
 
@@ -123,3 +124,233 @@ class SkipIn(_Model):
     """Body of ``POST /schedules/{name}/skip`` (R-S10)."""
 
     instant: Annotated[AwareDatetime, BeforeValidator(_iso_string), AfterValidator(_in_range)]
+
+
+# -- query strings ---------------------------------------------------------------
+
+MAX_ID = 2**63 - 1
+Id = Annotated[int, Field(ge=1, le=MAX_ID)]
+
+
+class _Query(BaseModel):
+    # Unknown query parameters are ignored, as HTTP clients and proxies add their own.
+    model_config = ConfigDict(extra="ignore")
+
+
+class EventListQuery(_Query):
+    """``GET /admin/scheduled-events``: newest first, keyset pagination by id."""
+
+    status: Literal["pending", "dispatched", "failed", "cancelled"] | None = None
+    limit: Annotated[int, Field(ge=1, le=500)] = 50
+    before: Id | None = None
+
+
+class PageQuery(_Query):
+    """Dead-letter lists: newest first, keyset pagination by id."""
+
+    limit: Annotated[int, Field(ge=1, le=500)] = 50
+    before: Id | None = None
+
+
+class ScheduleListQuery(_Query):
+    """``GET /schedules``: by name, keyset pagination."""
+
+    limit: Annotated[int, Field(ge=1, le=1000)] = 100
+    after: Annotated[str, Field(max_length=256)] | None = None
+
+
+class UpcomingQuery(_Query):
+    """``GET /schedules/{name}/upcoming``."""
+
+    count: Annotated[int, Field(ge=1, le=1000)] = 10
+    after: Instant | None = None
+
+
+# -- responses -------------------------------------------------------------------
+# They document the success bodies (and schemathesis checks every answer against
+# them); members beyond the listed ones are allowed, so adding a column is not a
+# breaking change.
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ScheduledEventOut(_Out):
+    """A scheduled event row (R-E1, R-E2)."""
+
+    id: int
+    event_type: str
+    subject_id: str | None
+    tenant_id: str | None
+    trigger_at: datetime
+    facts: dict[str, Any]
+    external_key: str | None
+    status: Literal["pending", "dispatched", "failed", "cancelled"]
+    attempts: int
+    dispatched_at: datetime | None
+    last_error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+class ScheduledEventPage(_Out):
+    items: list[ScheduledEventOut]
+    next_before: int | None
+
+
+class LiveEventOut(_Out):
+    """The event as handed to the handler (R-E4)."""
+
+    event_type: str
+    facts: dict[str, Any]
+
+
+class JobOut(_Out):
+    """A job or outbox message row (R-Q1)."""
+
+    id: int
+    queue: str
+    status: Literal["pending", "running", "done", "dead"]
+    payload: dict[str, Any]
+    priority: int
+    run_at: datetime
+    attempts: int
+    max_attempts: int
+    dedupe_key: str | None
+    scheduled_for: datetime | None
+    last_error: str | None
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class JobPage(_Out):
+    items: list[JobOut]
+    next_before: int | None
+
+
+class QueueStatsOut(_Out):
+    """Counts per status and the oldest pending ``run_at``."""
+
+    queue: str
+    pending: int
+    running: int
+    done: int
+    dead: int
+    oldest_pending_run_at: datetime | None
+
+
+class QueueSummaryOut(_Out):
+    """Live counts of one queue."""
+
+    queue: str
+    pending: int
+    running: int
+    dead: int
+    oldest_pending_run_at: datetime | None
+
+
+class QueueListOut(_Out):
+    items: list[QueueSummaryOut]
+
+
+class OutboxStatsOut(QueueStatsOut):
+    outbox: str
+
+
+class EnqueuedOut(_Out):
+    id: int
+
+
+class RequeuedOut(_Out):
+    id: int
+    status: Literal["pending"]
+
+
+class OutboxConfigOut(_Out):
+    """The stored webhook target; the secret is never echoed."""
+
+    name: str
+    webhook_url: str | None
+
+
+class ScheduleOut(_Out):
+    """A schedule row (R-S1)."""
+
+    name: str
+    spec: str
+    timezone: str
+    queue: str
+    payload: dict[str, Any]
+    priority: int
+    max_attempts: int | None
+    catch_up: int
+    grace_seconds: float | None
+    anchor: datetime
+    next_fire_at: datetime
+    paused: bool
+    skips: list[datetime]
+    fired_total: int
+    skipped_total: int
+    missed_total: int
+    last_fired_at: datetime | None
+
+
+class SchedulePage(_Out):
+    items: list[ScheduleOut]
+    next_after: str | None
+
+
+class DeletedOut(_Out):
+    name: str
+    deleted: bool
+
+
+class FireOut(_Out):
+    """One forecast fire: the instant in UTC and in the schedule's zone (R-S10)."""
+
+    utc: datetime
+    local: datetime
+
+
+class UpcomingOut(_Out):
+    name: str
+    items: list[FireOut]
+
+
+class LoopOut(_Out):
+    name: str
+    period_seconds: float
+    last_ok: float | None
+    seconds_since_ok: float | None
+    stale: bool
+    down: bool
+    restarts: int
+    last_error: str | None
+
+
+class HealthOut(_Out):
+    """``/healthz``: each runner loop's liveness and the LISTEN connection."""
+
+    status: Literal["ok", "degraded"]
+    listener: dict[str, Any]
+    loops: list[LoopOut]
+
+
+class ReadyOut(_Out):
+    status: Literal["ready", "not ready"]
+    database: bool
+    migrations: bool
+    runner: bool
+
+
+class Problem(_Out):
+    """An RFC 9457 problem document (``application/problem+json``)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    code: str
+    instance: str | None = None
+    errors: list[dict[str, Any]] | None = None

@@ -4,19 +4,30 @@ from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
-from service.http.auth import require
-from service.http.body import read_model
-from service.http.common import engine_of, json_response, path_id, query_int
-from service.http.models import OutboxConfigIn, OutboxMessageIn
+from service.http.api import Endpoint, body_of, query_of
+from service.http.common import engine_of, json_response, path_id
+from service.http.models import (
+    EnqueuedOut,
+    JobPage,
+    OutboxConfigIn,
+    OutboxConfigOut,
+    OutboxMessageIn,
+    OutboxStatsOut,
+    PageQuery,
+    RequeuedOut,
+)
+from service.outbox import Outbox
+
+
+def _outbox(request: Request) -> Outbox:
+    return engine_of(request).outbox(request.path_params["name"])
 
 
 async def enqueue_message(request: Request) -> Response:
-    """``POST /outbox/{name}/messages`` (ingest): 202 with ``{"id": …}``."""
-    await require(request, "ingest")
-    outbox = engine_of(request).outbox(request.path_params["name"])
-    body = await read_model(request, OutboxMessageIn, request.app.state.max_body_bytes)
+    """Enqueue a message for the outbox's relay (R-O4); 202 with its id."""
+    body = body_of(request, OutboxMessageIn)
+    outbox = _outbox(request)
     message_id = await outbox.enqueue(
         body.payload,
         max_attempts=body.max_attempts,
@@ -27,47 +38,58 @@ async def enqueue_message(request: Request) -> Response:
 
 
 async def configure_outbox(request: Request) -> Response:
-    """``PUT /admin/outboxes/{name}`` (admin): set the webhook target."""
-    await require(request, "admin")
-    outbox = engine_of(request).outbox(request.path_params["name"])
-    body = await read_model(request, OutboxConfigIn, request.app.state.max_body_bytes)
-    stored = await outbox.configure_webhook(
+    """Set (or clear) the outbox's webhook target; the secret is never echoed."""
+    body = body_of(request, OutboxConfigIn)
+    stored = await _outbox(request).configure_webhook(
         body.webhook_url, secret=body.secret, timeout=body.timeout_seconds
     )
     return json_response(stored)
 
 
 async def outbox_stats(request: Request) -> Response:
-    """``GET /outbox/{name}/stats`` (read)."""
-    await require(request, "read")
-    return json_response(await engine_of(request).outbox(request.path_params["name"]).stats())
+    """Message counts per status and the oldest pending instant."""
+    return json_response(await _outbox(request).stats())
 
 
 async def outbox_dead(request: Request) -> Response:
-    """``GET /outbox/{name}/dead?limit=&before=`` (read): dead messages, newest first."""
-    await require(request, "read")
-    outbox = engine_of(request).outbox(request.path_params["name"])
-    limit = query_int(request, "limit", 50, 1, 500) or 50
-    jobs = await outbox.dead(limit=limit, before=query_int(request, "before", None, 1, 2**63 - 1))
+    """Dead messages, newest first; pass ``next_before`` as ``before`` for the next page."""
+    query = query_of(request, PageQuery)
+    jobs = await _outbox(request).dead(limit=query.limit, before=query.before)
     items = [j.as_dict() for j in jobs]
     return json_response(
-        {"items": items, "next_before": items[-1]["id"] if len(items) == limit else None}
+        {"items": items, "next_before": items[-1]["id"] if len(items) == query.limit else None}
     )
 
 
 async def outbox_requeue(request: Request) -> Response:
-    """``POST /outbox/{name}/dead/{id}/requeue`` (admin): dead → pending, else 409."""
-    await require(request, "admin")
-    outbox = engine_of(request).outbox(request.path_params["name"])
+    """Compare-and-set dead → pending (R-H6); 409 when the message is not dead."""
     message_id = path_id(request)
-    await outbox.requeue(message_id)
+    await _outbox(request).requeue(message_id)
     return json_response({"id": message_id, "status": "pending"})
 
 
-routes = [
-    Route("/outbox/{name}/messages", enqueue_message, methods=["POST"]),
-    Route("/outbox/{name}/stats", outbox_stats, methods=["GET"]),
-    Route("/outbox/{name}/dead", outbox_dead, methods=["GET"]),
-    Route("/outbox/{name}/dead/{id}/requeue", outbox_requeue, methods=["POST"]),
-    Route("/admin/outboxes/{name}", configure_outbox, methods=["PUT"]),
+TAG = "outboxes"
+# fmt: off
+endpoints = [
+    Endpoint(
+        "POST", "/outbox/{name}/messages", enqueue_message, "ingest", "Enqueue a message", TAG,
+        body=OutboxMessageIn, response=EnqueuedOut, status=202,
+    ),
+    Endpoint(
+        "GET", "/outbox/{name}/stats", outbox_stats, "read", "Outbox statistics", TAG,
+        response=OutboxStatsOut,
+    ),
+    Endpoint(
+        "GET", "/outbox/{name}/dead", outbox_dead, "read", "Dead messages", TAG,
+        query=PageQuery, response=JobPage,
+    ),
+    Endpoint(
+        "POST", "/outbox/{name}/dead/{id}/requeue", outbox_requeue, "admin",
+        "Re-queue a dead message", TAG, response=RequeuedOut, errors=(404, 409),
+    ),
+    Endpoint(
+        "PUT", "/admin/outboxes/{name}", configure_outbox, "admin",
+        "Configure the webhook target", TAG, body=OutboxConfigIn, response=OutboxConfigOut,
+    ),
 ]
+# fmt: on

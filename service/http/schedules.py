@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
 
-from service.errors import NotFound, ValidationError
-from service.http.auth import require
-from service.http.body import read_model
-from service.http.common import engine_of, json_response, query_int
-from service.http.models import ScheduleIn, SkipIn
-from service.payloads import require_aware
+from service.errors import NotFound
+from service.http.api import Endpoint, body_of, query_of
+from service.http.common import engine_of, json_response
+from service.http.models import (
+    DeletedOut,
+    ScheduleIn,
+    ScheduleListQuery,
+    ScheduleOut,
+    SchedulePage,
+    SkipIn,
+    UpcomingOut,
+    UpcomingQuery,
+)
 
 
 def _name(request: Request) -> str:
@@ -22,9 +26,9 @@ def _name(request: Request) -> str:
 
 
 async def put_schedule(request: Request) -> Response:
-    """``PUT /schedules/{name}`` (admin): create (201) or update (200)."""
-    await require(request, "admin")
-    body = await read_model(request, ScheduleIn, request.app.state.max_body_bytes)
+    """Create (201) or update (200) a schedule (R-S1); unchanged spec and zone keep
+    the anchor and next fire time (R-S5)."""
+    body = body_of(request, ScheduleIn)
     row, created = await engine_of(request).schedules.schedule(
         _name(request),
         body.spec,
@@ -40,26 +44,21 @@ async def put_schedule(request: Request) -> Response:
 
 
 async def get_schedule(request: Request) -> Response:
-    """``GET /schedules/{name}`` (read)."""
-    await require(request, "read")
+    """One schedule with its counters (fired, skipped, missed)."""
     return json_response(await engine_of(request).schedules.get_schedule(_name(request)))
 
 
 async def list_schedules(request: Request) -> Response:
-    """``GET /schedules?limit=&after=`` (read), by name."""
-    await require(request, "read")
-    limit = query_int(request, "limit", 100, 1, 1000) or 100
-    rows = await engine_of(request).schedules.list_schedules(
-        limit=limit, after=request.query_params.get("after") or None
-    )
+    """Schedules by name; pass ``next_after`` as ``after`` for the next page."""
+    query = query_of(request, ScheduleListQuery)
+    rows = await engine_of(request).schedules.list_schedules(limit=query.limit, after=query.after)
     return json_response(
-        {"items": rows, "next_after": rows[-1]["name"] if len(rows) == limit else None}
+        {"items": rows, "next_after": rows[-1]["name"] if len(rows) == query.limit else None}
     )
 
 
 async def delete_schedule(request: Request) -> Response:
-    """``DELETE /schedules/{name}`` (admin): 200, or 404 when absent."""
-    await require(request, "admin")
+    """Remove a schedule; 404 when absent."""
     name = _name(request)
     if not await engine_of(request).schedules.unschedule(name):
         raise NotFound(f"schedule {name!r} does not exist")
@@ -67,49 +66,63 @@ async def delete_schedule(request: Request) -> Response:
 
 
 async def pause_schedule(request: Request) -> Response:
-    """``POST /schedules/{name}/pause`` (admin): 409 when already paused."""
-    await require(request, "admin")
+    """Compare-and-set running → paused (R-H6); 409 when already paused."""
     return json_response(await engine_of(request).schedules.pause(_name(request)))
 
 
 async def resume_schedule(request: Request) -> Response:
-    """``POST /schedules/{name}/resume`` (admin): 409 when not paused."""
-    await require(request, "admin")
+    """Compare-and-set paused → running (R-H6); boundaries slept through do not fire."""
     return json_response(await engine_of(request).schedules.resume(_name(request)))
 
 
 async def skip_occurrence(request: Request) -> Response:
-    """``POST /schedules/{name}/skip`` (admin) with ``{"instant": …}``."""
-    await require(request, "admin")
-    body = await read_model(request, SkipIn, request.app.state.max_body_bytes)
+    """Skip one coming fire instant: neither fired nor forecast (R-S10)."""
+    body = body_of(request, SkipIn)
     return json_response(await engine_of(request).schedules.skip(_name(request), body.instant))
 
 
 async def upcoming(request: Request) -> Response:
-    """``GET /schedules/{name}/upcoming?count=&after=`` (read): forecast, nothing stored."""
-    await require(request, "read")
-    count = query_int(request, "count", 10, 1, 1000) or 10
-    after = None
-    raw = request.query_params.get("after")
-    if raw:
-        try:
-            after = require_aware(datetime.fromisoformat(raw), "after")
-        except ValueError:
-            raise ValidationError(
-                "query parameter after must be an ISO 8601 instant with a UTC offset",
-                errors=[{"loc": ["query", "after"], "msg": "invalid instant", "type": "datetime"}],
-            ) from None
-    fires = await engine_of(request).schedules.upcoming(_name(request), count, after)
+    """The next fire instants in UTC and the schedule's zone; nothing stored (R-S10)."""
+    query = query_of(request, UpcomingQuery)
+    fires = await engine_of(request).schedules.upcoming(_name(request), query.count, query.after)
     return json_response({"name": _name(request), "items": fires})
 
 
-routes = [
-    Route("/schedules", list_schedules, methods=["GET"]),
-    Route("/schedules/{name}", put_schedule, methods=["PUT"]),
-    Route("/schedules/{name}", get_schedule, methods=["GET"]),
-    Route("/schedules/{name}", delete_schedule, methods=["DELETE"]),
-    Route("/schedules/{name}/pause", pause_schedule, methods=["POST"]),
-    Route("/schedules/{name}/resume", resume_schedule, methods=["POST"]),
-    Route("/schedules/{name}/skip", skip_occurrence, methods=["POST"]),
-    Route("/schedules/{name}/upcoming", upcoming, methods=["GET"]),
+TAG = "schedules"
+ONE = "/schedules/{name}"
+# fmt: off
+endpoints = [
+    Endpoint(
+        "GET", "/schedules", list_schedules, "read", "List schedules", TAG,
+        query=ScheduleListQuery, response=SchedulePage,
+    ),
+    Endpoint(
+        "PUT", ONE, put_schedule, "admin", "Create or update a schedule", TAG,
+        body=ScheduleIn, response=ScheduleOut, also=(201,),
+    ),
+    Endpoint(
+        "GET", ONE, get_schedule, "read", "Get a schedule", TAG,
+        response=ScheduleOut, errors=(404,),
+    ),
+    Endpoint(
+        "DELETE", ONE, delete_schedule, "admin", "Remove a schedule", TAG,
+        response=DeletedOut, errors=(404,),
+    ),
+    Endpoint(
+        "POST", ONE + "/pause", pause_schedule, "admin", "Pause a schedule", TAG,
+        response=ScheduleOut, errors=(404, 409),
+    ),
+    Endpoint(
+        "POST", ONE + "/resume", resume_schedule, "admin", "Resume a schedule", TAG,
+        response=ScheduleOut, errors=(404, 409),
+    ),
+    Endpoint(
+        "POST", ONE + "/skip", skip_occurrence, "admin", "Skip one occurrence", TAG,
+        body=SkipIn, response=ScheduleOut, errors=(404,),
+    ),
+    Endpoint(
+        "GET", ONE + "/upcoming", upcoming, "read", "Forecast the next fires", TAG,
+        query=UpcomingQuery, response=UpcomingOut, errors=(404,),
+    ),
 ]
+# fmt: on

@@ -80,3 +80,9 @@ RETURNING *
 COUNT_BY_STATUS = """
 SELECT status, count(*)::bigint AS n FROM pgwake.scheduled_events GROUP BY status
 """
+
+# Scheduled events per open status (/metrics).
+OPEN_COUNTS = """
+SELECT status, count(*)::bigint AS n FROM pgwake.scheduled_events
+WHERE status IN ('pending', 'failed') GROUP BY status
+"""

@@ -204,3 +204,14 @@ INSERT INTO pgwake.queues (name, lease_seconds, max_attempts, backoff_base_secon
 VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (name) DO NOTHING
 """
+
+# Live jobs per queue and status (/metrics, GET /queues). Finished jobs are left
+# out: there can be millions, and they say nothing about health.
+LIVE_COUNTS = """
+SELECT queue, status, count(*)::bigint AS n,
+       min(run_at) FILTER (WHERE status = 'pending') AS oldest
+FROM pgwake.jobs
+WHERE status IN ('pending', 'running', 'dead')
+GROUP BY queue, status
+ORDER BY queue, status
+"""

@@ -38,7 +38,7 @@ async def _tick(engine: Engine, leader: Leader | None = None) -> int:
 async def _unfenced_tick(engine: Engine, leader: Leader) -> int:
     """A rogue ticker that skips the leadership fence: only the database stops it."""
     async with engine.pool.acquire() as conn, conn.transaction():
-        return await leader._fire_due(conn)
+        return len(await leader._fire_due(conn))
 
 
 async def _backdate(engine: Engine, name: str, seconds: float) -> datetime:
