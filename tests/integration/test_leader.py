@@ -217,3 +217,22 @@ async def test_deadline_fires_without_notify(clean_db: str) -> None:
             assert (fired - boundary).total_seconds() < RENEW_EVERY_SECONDS + 1.0
     finally:
         await pool.close()
+
+
+async def test_registering_at_every_start_fires_nothing_extra(engine: Engine) -> None:
+    """Issue 3 acceptance 6: an app that registers its schedule at each of 10 starts
+    gets exactly one job per elapsed boundary, no extra fire and no reset anchor."""
+    for _ in range(10):
+        async with engine.runner(webhooks=False):
+            row, _ = await engine.schedules.schedule("boot", "@every 1s", "bootq", {})
+            await asyncio.sleep(0.35)
+    jobs = await engine.pool.fetch(
+        "SELECT scheduled_for FROM pgwake.jobs WHERE queue = 'bootq' ORDER BY scheduled_for"
+    )
+    after = await engine.schedules.get_schedule("boot")
+    assert after["anchor"] == row["anchor"]  # never reset by re-registration
+    # Every boundary before the next fire time fired exactly once, and nothing else.
+    fired = int((after["next_fire_at"] - row["anchor"]).total_seconds()) - 1
+    boundaries = [j["scheduled_for"] for j in jobs]
+    assert boundaries == [row["anchor"] + timedelta(seconds=k) for k in range(1, fired + 1)]
+    assert fired >= 3
