@@ -88,6 +88,7 @@ class Engine:
         self._pool: asyncpg.Pool | None = None
         self.listener: Listener | None = None
         self.runner_running = False
+        self._runner_active = False
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -265,15 +266,25 @@ class Engine:
 
         On exit the runner stops claiming, gives work in hand up to ``grace_seconds``
         to finish, then cancels; jobs interrupted that way are handed back at once.
+
+        Raises:
+            RuntimeError: this engine's runner is already running (one per engine:
+                two would run every loop twice under the same health names).
         """
         from service.runner import Runner
 
-        async with Runner(self, webhooks=webhooks, grace_seconds=grace_seconds).run():
-            self.runner_running = True
-            try:
-                yield self
-            finally:
-                self.runner_running = False
+        if self._runner_active:
+            raise RuntimeError("this engine's runner is already running")
+        self._runner_active = True
+        try:
+            async with Runner(self, webhooks=webhooks, grace_seconds=grace_seconds).run():
+                self.runner_running = True  # every loop is scheduled: /readyz says so
+                try:
+                    yield self
+                finally:
+                    self.runner_running = False
+        finally:
+            self._runner_active = False
 
 
 async def _cancel_task(task: asyncio.Task[None]) -> None:

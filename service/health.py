@@ -18,8 +18,11 @@ class LoopState:
     last_error: str | None = None
     #: Crashed and not yet back: set by the supervisor, cleared by the next good beat.
     down: bool = False
-    #: Test hook: raised from the loop's next :meth:`Health.beat` (one shot).
+    #: Test hook: raised from the loop's next ``faults`` :meth:`Health.beat` calls.
     fault: BaseException | None = None
+    faults: int = 0
+    #: When the supervisor last caught a crash (Unix seconds).
+    last_crash_at: float | None = None
 
     def stale(self, now: float) -> bool:
         """True when the loop has been silent for more than three of its periods
@@ -49,20 +52,22 @@ class Health:
         """
         state = self.loops.get(name)
         if state is not None:
-            if state.fault is not None:
-                fault, state.fault = state.fault, None
-                raise fault
+            if state.fault is not None and state.faults > 0:
+                state.faults -= 1
+                raise state.fault
             state.last_ok = time.time()
             state.down = False
 
-    def inject_fault(self, name: str, exc: BaseException) -> None:
-        """Test hook: loop ``name`` raises ``exc`` from inside its next iteration, as if
-        its code had failed there. The supervisor must notice and restart it.
+    def inject_fault(self, name: str, exc: BaseException, times: int = 1) -> None:
+        """Test hook: loop ``name`` raises ``exc`` from inside its next ``times``
+        iterations (each restart included), as if its code had failed there. The
+        supervisor must notice, report it and restart the loop.
 
         Raises:
             KeyError: no loop of that name is registered.
         """
-        self.loops[name].fault = exc
+        state = self.loops[name]
+        state.fault, state.faults = exc, times
 
     def unregister(self, name: str) -> None:
         self.loops.pop(name, None)

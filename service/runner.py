@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING
 
@@ -58,6 +59,7 @@ async def supervise(
                 backoff = 0.1  # it had been healthy: a fresh failure, not a crash loop
             state.restarts += 1
             state.down = True
+            state.last_crash_at = time.time()
             state.last_error = error_text(exc)
             log.error("loop %s crashed; restarting in %.1fs", name, backoff, exc_info=exc)
         await anyio.sleep(backoff)

@@ -29,6 +29,7 @@ async def healthz(request: Request) -> Response:
             "stale": s.stale(now),
             "down": s.down,
             "restarts": s.restarts,
+            "last_crash_at": s.last_crash_at,
             "last_error": s.last_error,
         }
         for s in engine.health.snapshot()

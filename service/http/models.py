@@ -326,6 +326,7 @@ class LoopOut(_Out):
     stale: bool
     down: bool
     restarts: int
+    last_crash_at: float | None
     last_error: str | None
 
 

@@ -35,6 +35,7 @@ async def service(engine: Engine) -> AsyncIterator[Service]:
         "read": await create_token(engine.pool, "reader", ["read"]),
         "ingest": await create_token(engine.pool, "ingester", ["ingest"]),
     }
-    app = create_app(Settings(PGWAKE_MAX_BODY_BYTES=1024 * 1024), engine=engine)
+    # The fixture runs the runner itself; the app must not start a second one.
+    app = create_app(Settings(PGWAKE_MAX_BODY_BYTES=1024 * 1024), engine=engine, run_runner=False)
     async with engine.runner(), serve(app) as url, httpx.AsyncClient(base_url=url) as client:
         yield Service(engine, url, client, tokens)

@@ -236,3 +236,15 @@ async def test_graceful_stop_lets_work_in_hand_finish(engine: Engine) -> None:
     assert [await engine.get_job(i) for i in ids] == [None, None, None]
     job = await engine.get_job(late)
     assert job and job.status == "pending" and job.attempts == 0  # not claimed while stopping
+
+
+async def test_one_runner_per_engine(engine: Engine) -> None:
+    """Two runners on one engine would run every loop twice under the same names."""
+    async with engine.runner(webhooks=False):
+        with pytest.raises(RuntimeError, match="already running"):
+            async with engine.runner(webhooks=False):
+                pass
+        assert engine.runner_running
+    assert not engine.runner_running
+    async with engine.runner(webhooks=False):  # and it can start again afterwards
+        assert engine.runner_running
