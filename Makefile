@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test lint fmt clean
+.PHONY: help install run test fuzz lint fmt clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -23,6 +23,9 @@ run: $(STAMP) ## Serve HTTP + runner (embedded PostgreSQL when DATABASE_URL is u
 
 test: $(STAMP) ## Run the test suite (TEST_DATABASE_URL, else Docker, else embedded PostgreSQL)
 	$(BIN)/python -m pytest -q
+
+fuzz: $(STAMP) ## Longer schemathesis run over every operation (300 cases each, random seed)
+	PGWAKE_FUZZ_EXAMPLES=300 PGWAKE_FUZZ_SEED=random $(BIN)/python -m pytest -q -s tests/e2e/test_fuzz.py
 
 lint: $(STAMP) ## ruff + mypy --strict
 	$(BIN)/ruff check service tests bench docs

@@ -100,8 +100,26 @@ def _wrap(ep: Endpoint) -> Handler:
 
 
 def mount(endpoints: Sequence[Endpoint]) -> list[Route]:
-    """Starlette routes for ``endpoints``, each behind its permission and models."""
-    return [Route(ep.path, _wrap(ep), methods=[ep.method]) for ep in endpoints]
+    """Starlette routes for ``endpoints``, each behind its permission and models.
+
+    One route per path with every method of that path, so a wrong method answers
+    405 with an ``Allow`` header listing all of them (RFC 9110 §15.5.6).
+    """
+    by_path: dict[str, dict[str, Handler]] = {}
+    for ep in endpoints:
+        by_path.setdefault(ep.path, {})[ep.method] = _wrap(ep)
+    return [
+        Route(path, _by_method(handlers), methods=list(handlers))
+        for path, handlers in by_path.items()
+    ]
+
+
+def _by_method(handlers: dict[str, Handler]) -> Handler:
+    async def route(request: Request) -> Response:
+        method = "GET" if request.method == "HEAD" else request.method
+        return await handlers[method](request)
+
+    return route
 
 
 def body_of(request: Request, model: type[M]) -> M:

@@ -46,10 +46,37 @@ def _in_range(value: datetime) -> datetime:
 
 Instant = Annotated[AwareDatetime, BeforeValidator(_iso_string), AfterValidator(_in_range)]
 Text = Annotated[str, Field(min_length=1, max_length=256)]
+#: R-N1 names (queues, schedules, outboxes); ``__`` prefixes are the engine's.
+NAME_PATTERN = r"^(?!__)[A-Za-z0-9_.:\-]{1,128}$"
+Name = Annotated[str, Field(pattern=NAME_PATTERN)]
+
+
+def _json_integer(value: Any) -> Any:
+    # JSON has numbers, not ints: 3.0 is the integer 3 (JSON Schema agrees). Strings,
+    # booleans and fractional numbers are refused rather than coerced.
+    if isinstance(value, bool) or isinstance(value, str):
+        raise ValueError("must be an integer")
+    if isinstance(value, float):
+        if not value.is_integer():
+            raise ValueError("must be an integer")
+        return int(value)
+    return value
+
+
+def _json_number(value: Any) -> Any:
+    if isinstance(value, bool) or isinstance(value, str):
+        raise ValueError("must be a number")
+    return value
+
+
+JsonInt = Annotated[int, BeforeValidator(_json_integer)]
+JsonNumber = Annotated[float, BeforeValidator(_json_number)]
+TEN_YEARS = 10 * 365 * 86400
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=False)
+    # python-re: name patterns use a look-ahead (no "__" prefix), as in the schema.
+    model_config = ConfigDict(extra="forbid", strict=False, regex_engine="python-re")
 
 
 def check_facts_members(facts: dict[str, Any]) -> dict[str, Any]:
@@ -63,7 +90,13 @@ def check_facts_members(facts: dict[str, Any]) -> dict[str, Any]:
 
 
 class _WithFacts(_Model):
-    facts: dict[str, Any]
+    facts: Annotated[
+        dict[str, Any],
+        Field(
+            json_schema_extra={"required": ["facts_version", "scenario"]},
+            examples=[{"facts_version": 1, "scenario": "reminder", "order": 42}],
+        ),
+    ]
 
     @field_validator("facts")
     @classmethod
@@ -74,10 +107,10 @@ class _WithFacts(_Model):
 class ScheduledEventIn(_WithFacts):
     """Body of ``POST /admin/scheduled-events`` (R-E1)."""
 
-    event_type: Text
+    event_type: Annotated[str, Field(min_length=1, max_length=256, examples=["reminder"])]
     subject_id: Text | None = None
     tenant_id: Text | None = None
-    trigger_at: Instant
+    trigger_at: Annotated[Instant, Field(examples=["2030-01-01T09:00:00+01:00"])]
     external_key: Text | None = None
 
 
@@ -93,31 +126,48 @@ class OutboxMessageIn(_Model):
     """Body of ``POST /outbox/{name}/messages`` (R-O4): the payload plus options."""
 
     payload: dict[str, Any]
-    max_attempts: Annotated[int, Field(ge=1, le=1000, strict=True)] | None = None
-    delay_seconds: Annotated[float, Field(ge=0, le=10 * 365 * 86400, strict=True)] | None = None
+    max_attempts: Annotated[JsonInt, Field(ge=1, le=1000)] | None = None
+    delay_seconds: Annotated[JsonNumber, Field(ge=0, le=TEN_YEARS)] | None = None
     dedupe_key: Text | None = None
 
 
 class OutboxConfigIn(_Model):
     """Body of ``PUT /admin/outboxes/{name}`` (R-O4)."""
 
-    webhook_url: Annotated[str, Field(min_length=1, max_length=2048)] | None = None
+    webhook_url: (
+        Annotated[
+            str,
+            Field(
+                max_length=2048,
+                pattern=r"^https?://[^/?#\s\[\]]+(?:[/?#]\S*)?$",
+                examples=["https://example.com/hooks/pgwake"],
+            ),
+        ]
+        | None
+    ) = None
     secret: Annotated[str, Field(min_length=1, max_length=512)] | None = None
-    timeout_seconds: Annotated[float, Field(gt=0, le=300, strict=True)] | None = None
+    timeout_seconds: Annotated[JsonNumber, Field(gt=0, le=300)] | None = None
 
 
 class ScheduleIn(_Model):
     """Body of ``PUT /schedules/{name}`` (R-S1); spec and zone are checked by
     :mod:`service.recurrence` when stored."""
 
-    spec: Annotated[str, Field(min_length=1, max_length=1024)]
-    queue: Text
+    spec: Annotated[
+        str,
+        Field(
+            min_length=1, max_length=1024, examples=["@every 5m", "0 3 * * *", "0 9 * * MON-FRI"]
+        ),
+    ]
+    queue: Annotated[str, Field(pattern=NAME_PATTERN, examples=["reports"])]
     payload: dict[str, Any] = Field(default_factory=dict)
-    timezone: Annotated[str, Field(min_length=1, max_length=64)] = "UTC"
-    catch_up: Annotated[int, Field(ge=0, le=10_000, strict=True)] = 64
-    grace_seconds: Annotated[float, Field(gt=0, le=10 * 365 * 86400, strict=True)] | None = None
-    priority: Annotated[int, Field(ge=-(2**31), le=2**31 - 1, strict=True)] = 0
-    max_attempts: Annotated[int, Field(ge=1, le=1000, strict=True)] | None = None
+    timezone: Annotated[
+        str, Field(min_length=1, max_length=64, examples=["UTC", "Europe/Berlin"])
+    ] = "UTC"
+    catch_up: Annotated[JsonInt, Field(ge=0, le=10_000)] = 64
+    grace_seconds: Annotated[JsonNumber, Field(gt=0, le=TEN_YEARS)] | None = None
+    priority: Annotated[JsonInt, Field(ge=-(2**31), le=2**31 - 1)] = 0
+    max_attempts: Annotated[JsonInt, Field(ge=1, le=1000)] | None = None
 
 
 class SkipIn(_Model):
@@ -134,7 +184,7 @@ Id = Annotated[int, Field(ge=1, le=MAX_ID)]
 
 class _Query(BaseModel):
     # Unknown query parameters are ignored, as HTTP clients and proxies add their own.
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", regex_engine="python-re")
 
 
 class EventListQuery(_Query):
@@ -156,7 +206,7 @@ class ScheduleListQuery(_Query):
     """``GET /schedules``: by name, keyset pagination."""
 
     limit: Annotated[int, Field(ge=1, le=1000)] = 100
-    after: Annotated[str, Field(max_length=256)] | None = None
+    after: Name | None = None
 
 
 class UpcomingQuery(_Query):

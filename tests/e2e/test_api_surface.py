@@ -229,3 +229,5 @@ async def test_unknown_route_and_method_are_problems(service: Service) -> None:
     wrong = await service.client.patch("/schedules/x", headers=service.auth())
     assert wrong.status_code == 405
     assert wrong.headers["content-type"] == "application/problem+json"
+    allowed = {m.strip() for m in wrong.headers["allow"].split(",")}
+    assert {"GET", "PUT", "DELETE"} <= allowed  # every method of the path (RFC 9110)
