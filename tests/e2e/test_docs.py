@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -57,3 +59,37 @@ def test_readme_schedule_commands_run(clean_db: str) -> None:
         outputs.append(out.stdout)
     assert "nightly-report" in outputs[2]  # list
     assert "+01:00" in outputs[1] or "+02:00" in outputs[1]  # upcoming in Berlin time
+
+
+async def test_readme_curl_examples_run(service) -> None:  # type: ignore[no-untyped-def]
+    """Issue 4 acceptance 3: every curl block of 'HTTP API by example', in order, as one
+    bash script with ``set -euo pipefail`` against the live service."""
+    import asyncio
+    import shutil
+
+    if shutil.which("jq") is None or shutil.which("curl") is None:
+        pytest.fail("the README examples need curl and jq on PATH")
+    section = (ROOT / "README.md").read_text().split("## HTTP API by example", 1)[1]
+    section = section.split("\n## ", 1)[0]
+    blocks = re.findall(r"```sh\n(.*?)```", section, re.S)
+    assert len(blocks) >= 6
+    # A dead job, so the re-queue example has one to act on.
+    e = service.engine
+    await e.enqueue("emails", {"to": "a@example.com"}, max_attempts=1)
+    (job,) = await e.claim("emails", "docs", 1)
+    await job.retry("mailbox full")
+    proc = await asyncio.create_subprocess_exec(
+        "bash",
+        "-c",
+        "set -euo pipefail\n" + "\n".join(blocks),
+        env={**os.environ, "TOKEN": service.tokens["all"], "PGWAKE_URL": service.url},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+    )
+    out, _ = await proc.communicate()
+    text = out.decode()
+    assert proc.returncode == 0, text
+    assert '"status":"cancelled"' in text  # the DELETE
+    assert f'"id":{job.id},"status":"pending"' in text  # the queue re-queue
+    assert "pgwake_jobs_enqueued_total" in text
+    assert (await e.get_job(job.id)).status == "pending"  # type: ignore[union-attr]
