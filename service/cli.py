@@ -165,6 +165,92 @@ def cmd_schedule(settings: Settings, args: argparse.Namespace) -> int:
     return asyncio.run(_with_engine(settings, run))
 
 
+def _table(headers: list[str], rows: list[list[Any]]) -> str:
+    """Left-aligned columns, two spaces apart."""
+    cells = [headers, *[["-" if v is None else str(v) for v in row] for row in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return "\n".join(
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells
+    )
+
+
+def _instant(value: Any) -> str | None:
+    return None if value is None else value.isoformat(timespec="seconds")
+
+
+def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
+    """R-H5 ``status``: queues, schedules, scheduled events, the schedule leader, and
+    the loop health of the service at ``--url`` (default PGWAKE_HOST:PGWAKE_PORT)."""
+    import httpx
+
+    from service.leader import LEADER_LOCK
+
+    async def run(engine: Engine) -> int:
+        queues = await engine.queues.live_stats()
+        print("QUEUES")
+        rows = [
+            [
+                q["queue"],
+                q["pending"],
+                q["running"],
+                q["dead"],
+                _instant(q["oldest_pending_run_at"]),
+            ]
+            for q in queues
+        ]
+        print(_table(["queue", "pending", "running", "dead", "oldest pending"], rows))
+        print("\nSCHEDULES")
+        rows = [
+            [
+                s["name"], s["spec"], s["timezone"], s["queue"],
+                "paused" if s["paused"] else "active", _instant(s["next_fire_at"]),
+                s["fired_total"], s["skipped_total"], s["missed_total"],
+            ]
+            for s in await engine.schedules.list_schedules(limit=1000)
+        ]  # fmt: skip
+        print(
+            _table(
+                ["schedule", "spec", "zone", "queue", "state", "next fire", "fired", "skipped",
+                 "missed"],
+                rows,
+            )
+        )  # fmt: skip
+        holder = await engine.locks.holder(LEADER_LOCK, allow_reserved=True)
+        print(f"leader: {holder[0]} until {_instant(holder[1])}" if holder else "leader: none")
+        counts = await engine.events.counts()
+        due_in = await engine.events.next_due_in()
+        print("\nSCHEDULED EVENTS")
+        print(", ".join(f"{k} {v}" for k, v in counts.items()))
+        if due_in is not None:
+            print(f"next trigger in {max(due_in, 0.0):.1f} s")
+        url = args.url or f"http://{settings.host}:{settings.port}"
+        print(f"\nLOOPS (from {url}/healthz)")
+        try:
+            async with httpx.AsyncClient(timeout=3) as client:
+                health = (await client.get(f"{url}/healthz")).json()
+        except (httpx.HTTPError, ValueError) as exc:
+            print(f"service not reachable: {type(exc).__name__}: {exc}")
+            return 0
+        rows = [
+            [
+                loop["name"],
+                "down" if loop.get("down") else "stale" if loop["stale"] else "ok",
+                loop["seconds_since_ok"], loop["period_seconds"], loop["restarts"],
+                loop["last_error"],
+            ]
+            for loop in health.get("loops", [])
+        ]  # fmt: skip
+        print(
+            _table(["loop", "state", "since ok (s)", "period (s)", "restarts", "last error"], rows)
+        )
+        listener = health.get("listener", {})
+        print(f"listener: {'connected' if listener.get('connected') else 'DISCONNECTED'}")
+        print(f"overall: {health.get('status')}")
+        return 0
+
+    return asyncio.run(_with_engine(settings, run))
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pgwake", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -199,6 +285,10 @@ def build_parser() -> argparse.ArgumentParser:
     ssub.add_parser("list", help="list schedules")
     rm = ssub.add_parser("rm", help="remove a schedule")
     rm.add_argument("name")
+    status = sub.add_parser("status", help="queues, schedules, events and loop health")
+    status.add_argument(
+        "--url", default=None, help="the service to ask for loop health (PGWAKE_HOST:PGWAKE_PORT)"
+    )
     up = ssub.add_parser("upcoming", help="next fire instants (UTC and local)")
     up.add_argument("name")
     up.add_argument("--count", type=int, default=10)
@@ -211,6 +301,7 @@ COMMANDS: dict[str, Callable[[Settings, argparse.Namespace], int]] = {
     "token": cmd_token,
     "outbox": cmd_outbox,
     "schedule": cmd_schedule,
+    "status": cmd_status,
 }
 
 

@@ -72,3 +72,37 @@ def test_schedule_add_list_upcoming_rm(clean_db: str) -> None:
     assert bad.returncode == 2 and "61" in bad.stderr
     assert _cli(clean_db, "schedule", "rm", "nightly").returncode == 0
     assert _cli(clean_db, "schedule", "rm", "nightly").returncode == 1
+
+
+async def test_status_prints_queues_schedules_events_and_loops(service) -> None:  # type: ignore[no-untyped-def]
+    import asyncio
+
+    e = service.engine
+    await e.enqueue("mail", {"to": "a"})
+    await e.schedules.schedule("nightly", "0 3 * * *", "reports", {}, timezone="Europe/Berlin")
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "service.cli",
+        "status",
+        "--url",
+        service.url,
+        env={**os.environ, "DATABASE_URL": e.dsn},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    text = out.decode()
+    assert proc.returncode == 0, err.decode()
+    lines = text.splitlines()
+    assert any(line.split()[:4] == ["mail", "1", "0", "0"] for line in lines), text
+    assert any(line.startswith("nightly") and "Europe/Berlin" in line for line in lines), text
+    assert "leader: pgwake:" in text
+    assert any(line.split()[:2] == ["dispatcher", "ok"] for line in lines), text
+    assert "overall: ok" in text
+
+
+def test_status_without_a_running_service(clean_db: str) -> None:
+    out = _cli(clean_db, "status", "--url", "http://127.0.0.1:9")
+    assert out.returncode == 0, out.stderr
+    assert "QUEUES" in out.stdout and "service not reachable" in out.stdout
