@@ -8,6 +8,7 @@ variable time or kept in plain text.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import re
 import secrets
 from typing import Any
@@ -78,7 +79,9 @@ async def authenticate(pool: asyncpg.Pool, token: str) -> tuple[str, frozenset[s
 
     if not token or len(token) > 512:
         return None
-    row = await pool.fetchrow(q.LOOKUP, hash_token(token))
-    if row is None:
+    digest = hash_token(token)
+    row = await pool.fetchrow(q.LOOKUP, digest)
+    # The index finds the row by digest; the final comparison is constant-time anyway.
+    if row is None or not hmac.compare_digest(bytes(row["token_hash"]), digest):
         return None
     return row["name"], frozenset(row["permissions"])

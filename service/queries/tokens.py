@@ -17,6 +17,6 @@ RETURNING id
 """
 
 LOOKUP = """
-SELECT name, permissions FROM pgwake.api_tokens
+SELECT name, permissions, token_hash FROM pgwake.api_tokens
 WHERE token_hash = $1 AND revoked_at IS NULL
 """

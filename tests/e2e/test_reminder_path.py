@@ -72,6 +72,17 @@ async def test_reminders_reach_the_webhook_once_signed_and_on_time(service: Serv
             )
         ).json()
         assert row["status"] == "dispatched" and row["dispatched_at"] and not row["last_error"]
+    # Issue 4 acceptance 5: /metrics scraped after the scenario shows what happened.
+    text = (await service.client.get("/metrics", headers=service.auth("read"))).text
+    samples = dict(
+        line.rsplit(" ", 1) for line in text.splitlines() if line and not line.startswith("#")
+    )
+    assert float(samples['pgwake_scheduled_events_total{outcome="dispatched"}']) == 11
+    assert float(samples["pgwake_event_dispatch_lag_seconds_count"]) == 11
+    assert float(samples['pgwake_jobs_enqueued_total{queue="__outbox:events"}']) == 11
+    assert float(samples['pgwake_jobs_acked_total{queue="__outbox:events"}']) == 11
+    assert 'pgwake_queue_jobs{queue="__outbox:events"' not in text  # nothing left live
+    assert float(samples['pgwake_loop_up{loop="dispatcher"}']) == 1
     # Generous bound for a shared machine; bench/reminder_lag.py reports the real numbers.
     assert max(lags) < 2.0, lags
     print(f"\nreminder lag ms: p50 {statistics.median(lags) * 1000:.1f} max {max(lags) * 1000:.1f}")
