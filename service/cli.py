@@ -128,6 +128,18 @@ def cmd_outbox(settings: Settings, args: argparse.Namespace) -> int:
     return asyncio.run(_with_engine(settings, run))
 
 
+async def _all_schedules(engine: Engine) -> list[dict[str, Any]]:
+    """Every schedule, by name, page after page."""
+    rows: list[dict[str, Any]] = []
+    after = None
+    while True:
+        page = await engine.schedules.list_schedules(limit=1000, after=after)
+        rows.extend(page)
+        if len(page) < 1000:
+            return rows
+        after = page[-1]["name"]
+
+
 def cmd_schedule(settings: Settings, args: argparse.Namespace) -> int:
     from service.payloads import parse_json
 
@@ -146,7 +158,7 @@ def cmd_schedule(settings: Settings, args: argparse.Namespace) -> int:
             verb = "created" if created else "updated"
             print(f"{verb} schedule {row['name']!r}; next fire {row['next_fire_at'].isoformat()}")
         elif args.schedule_cmd == "list":
-            for row in await s.list_schedules(limit=1000):
+            for row in await _all_schedules(engine):
                 state = "paused" if row["paused"] else "active"
                 print(
                     f"{row['name']}\t{row['spec']}\t{row['timezone']}\t{row['queue']}\t"
@@ -206,7 +218,7 @@ def cmd_status(settings: Settings, args: argparse.Namespace) -> int:
                 "paused" if s["paused"] else "active", _instant(s["next_fire_at"]),
                 s["fired_total"], s["skipped_total"], s["missed_total"],
             ]
-            for s in await engine.schedules.list_schedules(limit=1000)
+            for s in await _all_schedules(engine)
         ]  # fmt: skip
         print(
             _table(

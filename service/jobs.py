@@ -13,6 +13,17 @@ if TYPE_CHECKING:
     from service.queues import Queues
 
 
+class StoredPayload(str):
+    """The JSON text of a payload pgwake validated and stored earlier (a schedule's).
+
+    Enqueued verbatim: re-decoding and re-encoding stored ``jsonb`` can change its
+    size (``1e300`` comes back as 301 digits), so a payload accepted once must not
+    be measured again on every fire.
+    """
+
+    __slots__ = ()
+
+
 @dataclass(frozen=True)
 class NewJob:
     """One job of a batch enqueue (R-Q1). Times are timezone-aware; ``delay`` in seconds.
@@ -20,7 +31,7 @@ class NewJob:
     ``run_at`` and ``delay`` are mutually exclusive; neither means "now".
     """
 
-    payload: Mapping[str, Any]
+    payload: Mapping[str, Any] | StoredPayload
     run_at: datetime | None = None
     delay: float | None = None
     priority: int = 0

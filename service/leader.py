@@ -13,16 +13,18 @@ import logging
 from datetime import datetime
 
 import anyio
+from asyncpg import Record
 
 from service import recurrence
 from service.db import Connection
 from service.errors import LeadershipLost
 from service.health import Health
-from service.jobs import NewJob
+from service.jobs import NewJob, StoredPayload
 from service.locks import Locks
 from service.queries import schedules as q
 from service.queues import Queues
 from service.wakeup import WakeHub
+from service.worker import error_text
 
 log = logging.getLogger("pgwake.leader")
 
@@ -99,62 +101,90 @@ class Leader:
         """The tick's body, in ``conn``'s open transaction. Without the fence only the
         row locks and the ``schedule_fires`` key stand between two tickers.
 
+        Each schedule is fired in a savepoint: one that fails (a bug, or data that
+        no longer validates) is recorded on its row and does not stop the others.
+
         Returns:
             For each fired boundary, the fire lag in seconds (tick start − boundary).
         """
         lags: list[float] = []
         for row in await conn.fetch(q.DUE_FOR_UPDATE):
-            plan = recurrence.due_boundaries(
-                row["spec"],
-                row["timezone"],
-                row["next_fire_at"],
-                row["db_now"],
-                row["catch_up"],
-                anchor=row["anchor"],
-                grace=row["grace_seconds"],
-            )
-            skips = set(row["skips"])
-            wanted = [b for b in plan.fire if b not in skips]
-            # The unique backstop: boundaries fired before (by anyone) drop out here.
-            new = {
-                r["boundary"]
-                for r in await conn.fetch(q.RECORD_FIRES, row["name"], wanted, self.owner)
-            }
-            boundaries = [b for b in wanted if b in new]
-            jobs = [
-                NewJob(
-                    row["payload"],
-                    run_at=b,
-                    priority=row["priority"],
-                    max_attempts=row["max_attempts"],
-                    dedupe_key=dedupe_key(row["name"], b),
-                    scheduled_for=b,
-                )
-                for b in boundaries
-            ]
-            if jobs:
-                ids = await self.queues.insert(conn, row["queue"], jobs, allow_reserved=True)
-                await conn.execute(q.LINK_FIRES, row["name"], boundaries, ids)
-            await conn.execute(
-                q.ADVANCE,
-                row["name"],
-                plan.next_fire_at,
-                len(boundaries),
-                plan.skipped + len(plan.fire) - len(wanted),
-                plan.missed,
-                boundaries[-1] if boundaries else None,
-            )
-            if plan.skipped or plan.missed or len(boundaries) < len(wanted):
-                log.info(
-                    "schedule %s: fired %d, skipped %d, missed %d after downtime, %d already fired",
-                    row["name"],
-                    len(boundaries),
-                    plan.skipped,
-                    plan.missed,
-                    len(wanted) - len(boundaries),
-                )
-            lags.extend((row["db_now"] - b).total_seconds() for b in boundaries)
+            try:
+                async with conn.transaction():  # a savepoint per schedule
+                    fired = await self._fire_one(conn, row)
+            except Exception as exc:
+                log.exception("schedule %s could not fire", row["name"])
+                await self._record_failure(conn, row, error_text(exc))
+                continue
+            lags.extend((row["db_now"] - b).total_seconds() for b in fired)
         return lags
+
+    async def _fire_one(self, conn: Connection, row: Record) -> list[datetime]:
+        """Fire one due schedule's elapsed boundaries; returns the ones fired."""
+        plan = recurrence.due_boundaries(
+            row["spec"],
+            row["timezone"],
+            row["next_fire_at"],
+            row["db_now"],
+            row["catch_up"],
+            anchor=row["anchor"],
+            grace=row["grace_seconds"],
+            exclude=row["skips"],
+        )
+        # The unique backstop: boundaries fired before (by anyone) drop out here.
+        recorded = await conn.fetch(q.RECORD_FIRES, row["name"], plan.fire, self.owner)
+        new = {r["boundary"] for r in recorded}
+        boundaries = [b for b in plan.fire if b in new]
+        payload = StoredPayload(row["payload_json"])
+        jobs = [
+            NewJob(
+                payload,
+                run_at=b,
+                priority=row["priority"],
+                max_attempts=row["max_attempts"],
+                dedupe_key=dedupe_key(row["name"], b),
+                scheduled_for=b,
+            )
+            for b in boundaries
+        ]
+        if jobs:
+            ids = await self.queues.insert(conn, row["queue"], jobs, allow_reserved=True)
+            await conn.execute(q.LINK_FIRES, row["name"], boundaries, ids)
+        await conn.execute(
+            q.ADVANCE,
+            row["name"],
+            plan.next_fire_at,
+            len(boundaries),
+            plan.skipped,
+            plan.missed,
+            boundaries[-1] if boundaries else None,
+            None,
+        )
+        if plan.skipped or plan.missed or len(boundaries) < len(plan.fire):
+            log.info(
+                "schedule %s: fired %d, skipped %d, missed %d after downtime, %d already fired",
+                row["name"],
+                len(boundaries),
+                plan.skipped,
+                plan.missed,
+                len(plan.fire) - len(boundaries),
+            )
+        return boundaries
+
+    async def _record_failure(self, conn: Connection, row: Record, error: str) -> None:
+        """A schedule that could not fire: its elapsed boundaries count as missed and
+        it moves on to its next boundary, with ``last_error`` set; if even the next
+        boundary cannot be computed, it is paused (an operator must look at it)."""
+        try:
+            plan = recurrence.due_boundaries(
+                row["spec"], row["timezone"], row["next_fire_at"], row["db_now"], 0,
+                anchor=row["anchor"],
+            )  # fmt: skip
+            missed = len(plan.fire) + plan.skipped + plan.missed
+            await conn.execute(q.ADVANCE, row["name"], plan.next_fire_at, 0, 0, missed, None, error)
+        except Exception:
+            log.exception("schedule %s: no next fire time; pausing it", row["name"])
+            await conn.execute(q.PAUSE_BROKEN, row["name"], error)
 
     async def run_schedules(self, stop: anyio.Event | None = None) -> None:
         """Lead until ``stop`` is set (R-S6): acquire the lock, then renew-tick-sleep.

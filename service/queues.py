@@ -23,7 +23,7 @@ from service.checks import (
     storable_text,
 )
 from service.errors import Conflict, NotFound, ValidationError
-from service.jobs import Job, NewJob
+from service.jobs import Job, NewJob, StoredPayload
 from service.metrics import Metrics
 from service.names import check_name
 from service.payloads import DEFAULT_MAX_BYTES, encode_payload, require_aware
@@ -75,8 +75,11 @@ class Queues:
     # -- enqueue -----------------------------------------------------------------
 
     def _row(self, job: NewJob) -> tuple[Any, ...]:
-        raw = dict(job.payload) if isinstance(job.payload, Mapping) else job.payload
-        payload = encode_payload(raw, max_bytes=self.max_payload_bytes)
+        if isinstance(job.payload, StoredPayload):
+            payload = str(job.payload)
+        else:
+            raw = dict(job.payload) if isinstance(job.payload, Mapping) else job.payload
+            payload = encode_payload(raw, max_bytes=self.max_payload_bytes)
         if job.run_at is not None and job.delay is not None:
             raise ValidationError(
                 "pass run_at or delay, not both",

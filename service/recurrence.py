@@ -42,10 +42,10 @@ import importlib.resources
 import math
 import re
 import zoneinfo
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from itertools import islice
+from itertools import chain
 from typing import ClassVar, Final, Literal, Protocol
 
 from cronsim import CronSim, CronSimError
@@ -421,7 +421,8 @@ def upcoming(
             ``after + interval``. Ignored for cron specs.
 
     Returns:
-        ``count`` strictly increasing timezone-aware UTC datetimes.
+        Up to ``count`` strictly increasing timezone-aware UTC datetimes: fewer
+        only when the calendar ends first (nothing after year 9999 exists).
 
     Raises:
         InvalidSpec: the spec is invalid, or a cron spec has no fire time
@@ -431,7 +432,6 @@ def upcoming(
         NaiveDatetime: ``after`` or ``anchor`` is naive (R-N2).
         TypeError: ``after``/``anchor`` is not a datetime or ``count`` not an int.
         ValueError: ``count`` is negative.
-        OverflowError: a result would lie beyond year 9999.
     """
     if isinstance(count, bool) or not isinstance(count, int):
         raise TypeError(f"count must be an int, got {type(count).__name__}")
@@ -440,7 +440,14 @@ def upcoming(
     start = _utc(after, "after")
     origin = start if anchor is None else _utc(anchor, "anchor")
     plan = _plan(_coerce(spec), zone(timezone), origin)
-    return list(islice(plan.iter_after(start), count))
+    out: list[datetime] = []
+    fires = plan.iter_after(start)
+    try:
+        while len(out) < count:
+            out.append(next(fires))
+    except (StopIteration, OverflowError):  # the calendar ends at year 9999
+        pass
+    return out
 
 
 def next_after(
@@ -456,8 +463,17 @@ def next_after(
 
     Returns:
         A timezone-aware UTC datetime strictly later than ``after``.
+
+    Raises:
+        InvalidSpec: also when no fire instant exists before the end of year 9999.
     """
-    return upcoming(spec, timezone, after, 1, anchor)[0]
+    found = upcoming(spec, timezone, after, 1, anchor)
+    if not found:
+        raise InvalidSpec(
+            spec.text if isinstance(spec, Spec) else spec,
+            f"never fires after {_utc(after, 'after').isoformat()} (the calendar ends at 9999)",
+        )
+    return found[0]
 
 
 def due_boundaries(
@@ -468,6 +484,7 @@ def due_boundaries(
     catch_up: int,
     anchor: datetime | None = None,
     grace: float | None = None,
+    exclude: Collection[datetime] = (),
 ) -> Catchup:
     """Decide which elapsed boundaries a leader tick fires (R-S7, R-S8).
 
@@ -478,7 +495,9 @@ def due_boundaries(
     1. with ``grace``, each boundary older than ``now - grace`` is *missed*
        (never fired: nobody could have acted on it);
     2. of the rest, the ``catch_up`` oldest are *fired* and the others
-       *skipped*; ``catch_up=0`` fires only the latest one;
+       *skipped*; ``catch_up=0`` fires only the latest one. Boundaries in
+       ``exclude`` (occurrences the user skipped, R-S10) are never fired and
+       do not use up ``catch_up``: they count as skipped;
     3. the schedule then skips forward to the first boundary after ``now``.
 
     Counting is exact and does not enumerate the elapsed boundaries: for
@@ -500,6 +519,7 @@ def due_boundaries(
             ``next_fire_at``. Ignored for cron specs.
         grace: seconds (>= 0, finite or ``math.inf``) after which an elapsed
             boundary counts as missed; None means no limit.
+        exclude: UTC instants never to fire (the schedule's skipped occurrences).
 
     Returns:
         A :class:`Catchup`; all instants are timezone-aware UTC datetimes.
@@ -535,11 +555,19 @@ def due_boundaries(
         eligible = plan.count(last_missed, current)
         oldest = plan.next_after(last_missed) if eligible else first
 
+    skip = set(exclude)
     fire: list[datetime] = []
     if eligible > 0 and catch_up == 0:
-        fire = [oldest if eligible == 1 else plan.latest(oldest, current)]
+        latest = oldest if eligible == 1 else plan.latest(oldest, current)
+        fire = [] if latest in skip else [latest]
     elif eligible > 0:
-        fire = [oldest, *islice(plan.iter_after(oldest), min(catch_up, eligible) - 1)]
+        # Walk oldest first; skipped occurrences are passed over, so the walk is at
+        # most catch_up + len(exclude) boundaries long.
+        for walked, boundary in enumerate(chain([oldest], plan.iter_after(oldest))):
+            if walked >= eligible or len(fire) >= catch_up:
+                break
+            if boundary not in skip:
+                fire.append(boundary)
     return Catchup(
         fire=fire,
         skipped=eligible - len(fire),

@@ -22,6 +22,8 @@ from service.queries import schedules as q
 
 MAX_CATCH_UP = 10_000
 MAX_FORECAST = 1_000
+#: How often resume/skip recompute after a concurrent re-registration changed the spec.
+SPEC_RACE_RETRIES = 5
 FIRES_RETENTION_SECONDS = 7 * 86_400.0
 
 
@@ -131,10 +133,18 @@ class Schedules:
     async def resume(self, name: str) -> dict[str, Any]:
         """Fire ``name`` again from the next boundary after now (the paused stretch is not
         caught up); compare-and-set on paused (R-H6). Raises NotFound/Conflict."""
-        row = await self.get_schedule(name)
-        now = datetime.now(UTC)
-        nxt = recurrence.next_after(row["spec"], row["timezone"], now, anchor=row["anchor"])
-        return await self._cas(name, await self.pool.fetchrow(q.RESUME, name, nxt), "paused")
+        for _ in range(SPEC_RACE_RETRIES):
+            row = await self.get_schedule(name)
+            if not row["paused"]:
+                break
+            nxt = recurrence.next_after(
+                row["spec"], row["timezone"], datetime.now(UTC), anchor=row["anchor"]
+            )
+            updated = await self.pool.fetchrow(q.RESUME, name, nxt, *_spec_of(row))
+            if updated is not None:
+                return dict(updated)
+            # Re-registered with another spec meanwhile: compute again from the new one.
+        return await self._cas(name, None, "paused")
 
     async def _cas(self, name: str, row: asyncpg.Record | None, expected: str) -> dict[str, Any]:
         if row is not None:
@@ -154,7 +164,6 @@ class Schedules:
             NotFound: no such schedule.
         """
         require_aware(instant, "instant")
-        row = await self.get_schedule(name)
         at = instant.astimezone(UTC)
         if at <= datetime.now(UTC):
             raise ValidationError(
@@ -162,19 +171,30 @@ class Schedules:
                 "can be skipped",
                 errors=[{"loc": ["instant"], "msg": "in the past", "type": "value_error"}],
             )
-        [boundary] = recurrence.upcoming(
-            row["spec"], row["timezone"], at - timedelta(microseconds=1), 1, anchor=row["anchor"]
-        )
-        if boundary != at:
-            raise ValidationError(
-                f"{instant.isoformat()} is not a fire instant of schedule {name!r}; "
-                f"the next one after it is {boundary.isoformat()}",
-                errors=[{"loc": ["instant"], "msg": "not a fire instant", "type": "value_error"}],
+        for _ in range(SPEC_RACE_RETRIES):
+            row = await self.get_schedule(name)
+            found = recurrence.upcoming(
+                row["spec"],
+                row["timezone"],
+                at - timedelta(microseconds=1),
+                1,
+                anchor=row["anchor"],
             )
-        updated = await self.pool.fetchrow(q.SKIP, name, at)
-        if updated is None:
-            raise NotFound(f"schedule {name!r} does not exist")
-        return dict(updated)
+            if not found or found[0] != at:
+                after = (
+                    f"the next one after it is {found[0].isoformat()}" if found else "none follows"
+                )
+                raise ValidationError(
+                    f"{instant.isoformat()} is not a fire instant of schedule {name!r}; {after}",
+                    errors=[
+                        {"loc": ["instant"], "msg": "not a fire instant", "type": "value_error"}
+                    ],
+                )
+            updated = await self.pool.fetchrow(q.SKIP, name, at, *_spec_of(row))
+            if updated is not None:
+                return dict(updated)
+            # Removed or re-registered with another spec meanwhile: check again.
+        raise Conflict(f"schedule {name!r} kept changing; try again")
 
     async def upcoming(
         self, name: str, count: int = 10, after: datetime | None = None
@@ -193,8 +213,13 @@ class Schedules:
             row["spec"], row["timezone"], start, count + len(skips), anchor=row["anchor"]
         )
         tz = recurrence.zone(row["timezone"])
-        kept = [f for f in fires if f not in skips][:count]
-        return [{"utc": f, "local": f.astimezone(tz)} for f in kept]
+        out: list[dict[str, datetime]] = []
+        for f in [f for f in fires if f not in skips][:count]:
+            try:
+                out.append({"utc": f, "local": f.astimezone(tz)})
+            except OverflowError:  # the local date would be past 9999-12-31
+                break
+        return out
 
     async def prune_fires(
         self, retention: float = FIRES_RETENTION_SECONDS, limit: int = 1000
@@ -207,3 +232,8 @@ class Schedules:
         """
         status = await self.pool.execute(q.PRUNE_FIRES, retention, limit)
         return int(status.split()[-1])
+
+
+def _spec_of(row: Mapping[str, Any]) -> tuple[str, str, datetime]:
+    """The compare-and-set arguments of RESUME and SKIP: what the instant was computed from."""
+    return row["spec"], row["timezone"], row["anchor"]

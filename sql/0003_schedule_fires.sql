@@ -13,3 +13,6 @@ CREATE TABLE pgwake.schedule_fires (
 
 -- History and retention scan by fire time.
 CREATE INDEX schedule_fires_fired_at_idx ON pgwake.schedule_fires (fired_at);
+
+-- Why the last tick of a schedule could not fire it (NULL after a good tick).
+ALTER TABLE pgwake.schedules ADD COLUMN last_error text;

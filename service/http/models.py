@@ -344,6 +344,7 @@ class ScheduleOut(_Out):
     skipped_total: int
     missed_total: int
     last_fired_at: datetime | None
+    last_error: str | None
 
 
 class SchedulePage(_Out):

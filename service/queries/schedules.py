@@ -46,10 +46,15 @@ UPDATE pgwake.schedules SET paused = true, updated_at = now()
 WHERE name = $1 AND NOT paused RETURNING *
 """
 
+# Resume and skip compute an instant from the spec they read; $3 spec $4 timezone
+# $5 anchor make the write a compare-and-set on that spec, so a concurrent
+# re-registration with another spec cannot be given an instant of the old one.
+
 # $2 the next fire time from now (resuming never fires the boundaries it slept through).
 RESUME = """
 UPDATE pgwake.schedules SET paused = false, next_fire_at = $2, updated_at = now()
-WHERE name = $1 AND paused RETURNING *
+WHERE name = $1 AND paused AND spec = $3 AND timezone = $4 AND anchor = $5
+RETURNING *
 """
 
 # $2 instant to skip; kept sorted and unique.
@@ -58,7 +63,7 @@ UPDATE pgwake.schedules
 SET skips = ARRAY(SELECT DISTINCT s FROM unnest(skips || $2::timestamptz) AS s
                   WHERE s >= now() - interval '1 day' ORDER BY s),
     updated_at = now()
-WHERE name = $1
+WHERE name = $1 AND spec = $3 AND timezone = $4 AND anchor = $5
 RETURNING *
 """
 
@@ -69,13 +74,14 @@ TICK_IDLE_TIMEOUT = "SET LOCAL idle_in_transaction_session_timeout = '10s'"
 # The tick (R-S7): due, unpaused schedules, locked. A second ticker blocks here and
 # then re-reads each row; one whose next_fire_at has moved past now() drops out.
 DUE_FOR_UPDATE = """
-SELECT *, now() AS db_now FROM pgwake.schedules
+SELECT *, payload::text AS payload_json, now() AS db_now FROM pgwake.schedules
 WHERE NOT paused AND next_fire_at <= now()
 ORDER BY next_fire_at
 FOR UPDATE
 """
 
 # $1 name $2 next_fire_at $3 fired $4 skipped $5 missed $6 last fired boundary or NULL
+# $7 last_error (NULL after a good tick)
 ADVANCE = """
 UPDATE pgwake.schedules
 SET next_fire_at = $2,
@@ -83,9 +89,15 @@ SET next_fire_at = $2,
     skipped_total = skipped_total + $4,
     missed_total = missed_total + $5,
     last_fired_at = coalesce($6, last_fired_at),
+    last_error = $7,
     skips = ARRAY(SELECT s FROM unnest(skips) AS s WHERE s >= $2 ORDER BY s),
     updated_at = now()
 WHERE name = $1
+"""
+
+# A schedule whose next fire time cannot be computed any more: $1 name $2 error.
+PAUSE_BROKEN = """
+UPDATE pgwake.schedules SET paused = true, last_error = $2, updated_at = now() WHERE name = $1
 """
 
 # Seconds from the database's now() to the soonest unpaused fire time (NULL: none).

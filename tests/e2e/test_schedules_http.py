@@ -102,3 +102,32 @@ async def test_bad_names_and_queries(service: Service) -> None:
         await c.post("/schedules/ok/skip", json={"instant": "2026-01-01T00:00:30Z"}, headers=admin),
         422,
     )
+
+
+async def test_forecasts_at_the_end_of_the_calendar_are_not_errors(service: Service) -> None:
+    """Found by a helper: these answered 500 (OverflowError)."""
+    auth = service.auth()
+    put = await service.client.put(
+        "/schedules/big", json={"spec": "@every 36600d", "queue": "q1"}, headers=auth
+    )
+    assert put.status_code == 201
+    far = await service.client.get("/schedules/big/upcoming?count=1000", headers=auth)
+    assert far.status_code == 200 and 0 < len(far.json()["items"]) < 1000
+    await service.client.put(
+        "/schedules/ny",
+        json={"spec": "0 * * * *", "queue": "q1", "timezone": "Pacific/Kiritimati"},
+        headers=auth,
+    )
+    end = await service.client.get(
+        "/schedules/ny/upcoming?count=100&after=9999-12-31T00:00:00Z", headers=auth
+    )
+    # Up to 09:00Z; 10:00Z is already 10000-01-01 on Kiritimati (UTC+14).
+    assert end.status_code == 200 and len(end.json()["items"]) == 9
+    start = await service.client.get(
+        "/schedules/ny/upcoming?count=2&after=0001-01-01T00:00:01Z", headers=auth
+    )
+    assert start.status_code == 200
+    skip = await service.client.post(
+        "/schedules/big/skip", json={"instant": "9999-12-31T00:00:00Z"}, headers=auth
+    )
+    assert skip.status_code == 422

@@ -236,3 +236,76 @@ async def test_registering_at_every_start_fires_nothing_extra(engine: Engine) ->
     boundaries = [j["scheduled_for"] for j in jobs]
     assert boundaries == [row["anchor"] + timedelta(seconds=k) for k in range(1, fired + 1)]
     assert fired >= 3
+
+
+async def test_a_payload_that_grows_in_jsonb_still_fires(engine: Engine) -> None:
+    """jsonb writes 1e300 as 301 digits: a payload accepted at registration may be
+    over the limit once re-encoded. Fires enqueue the stored text verbatim
+    (found by a helper: it crash-looped the leader and stopped every schedule)."""
+    await engine.schedules.schedule("big", "@every 1s", "bigq", {"x": [1e300] * 4000})
+    await engine.schedules.schedule("small", "@every 1s", "smallq", {})
+    await _backdate(engine, "big", 2)
+    await _backdate(engine, "small", 2)
+    assert await _tick(engine) >= 4
+    job = await engine.pool.fetchrow(
+        "SELECT payload::text AS p FROM pgwake.jobs WHERE queue = 'bigq' LIMIT 1"
+    )
+    assert len(job["p"]) > engine.max_payload_bytes  # it did grow
+    row = await engine.schedules.get_schedule("big")
+    assert row["last_error"] is None and row["fired_total"] >= 2
+
+
+async def test_one_broken_schedule_does_not_stop_the_others(engine: Engine) -> None:
+    """A schedule whose fire fails is recorded (missed, last_error) and moved on; the
+    others fire in the same tick. One whose next fire time cannot be computed any
+    more is paused."""
+    await engine.schedules.schedule("fine", "@every 1s", "fineq", {})
+    await engine.schedules.schedule("bad", "@every 1s", "badq", {})
+    await _backdate(engine, "fine", 2)
+    await _backdate(engine, "bad", 2)
+    # An insert into badq fails, as a user's trigger or constraint might make it.
+    await engine.pool.execute("""
+        CREATE FUNCTION pgwake_test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN RAISE EXCEPTION 'badq refuses jobs'; END $$;
+        CREATE TRIGGER refuse BEFORE INSERT ON pgwake.jobs FOR EACH ROW
+        WHEN (NEW.queue = 'badq') EXECUTE FUNCTION pgwake_test_refuse();
+    """)
+    try:
+        assert await _tick(engine) >= 2
+    finally:
+        await engine.pool.execute(
+            "DROP TRIGGER refuse ON pgwake.jobs; DROP FUNCTION pgwake_test_refuse()"
+        )
+    fine = await engine.pool.fetchval("SELECT count(*) FROM pgwake.jobs WHERE queue = 'fineq'")
+    assert fine >= 2
+    bad = await engine.schedules.get_schedule("bad")
+    assert "badq refuses jobs" in bad["last_error"] and bad["missed_total"] >= 2
+    assert bad["fired_total"] == 0 and not bad["paused"]
+    assert bad["next_fire_at"] > bad["updated_at"] - timedelta(seconds=1)
+    fires = "SELECT count(*) FROM pgwake.schedule_fires WHERE schedule = 'bad'"
+    assert await engine.pool.fetchval(fires) == 0  # rolled back with its savepoint
+
+    await engine.pool.execute(
+        "UPDATE pgwake.schedules SET timezone = 'Nowhere/Zone', next_fire_at = now()"
+        " WHERE name = 'bad'"
+    )
+    await _tick(engine)
+    bad = await engine.schedules.get_schedule("bad")
+    assert bad["paused"] and "Nowhere/Zone" in bad["last_error"]  # no next fire time
+
+
+async def test_resume_is_a_compare_and_set_on_the_spec(engine: Engine) -> None:
+    """resume computes the next fire from the spec it read; the write must not land
+    if a re-registration changed the spec meanwhile (found by a helper)."""
+    from service.queries import schedules as q
+
+    row, _ = await engine.schedules.schedule("race", "@every 7m", "rq", {})
+    await engine.schedules.pause("race")
+    await engine.schedules.schedule("race", "0 0 * * *", "rq", {})  # the racing PUT
+    stale = await engine.pool.fetchrow(
+        q.RESUME, "race", row["next_fire_at"], row["spec"], row["timezone"], row["anchor"]
+    )
+    assert stale is None  # the old spec's instant is refused
+    resumed = await engine.schedules.resume("race")
+    assert resumed["spec"] == "0 0 * * *" and not resumed["paused"]
+    assert (resumed["next_fire_at"].hour, resumed["next_fire_at"].minute) == (0, 0)

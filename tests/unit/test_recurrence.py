@@ -491,6 +491,28 @@ def test_catch_up_zero_fires_only_the_latest() -> None:
     assert result.next_fire_at == T0 + timedelta(seconds=200)
 
 
+def test_skipped_occurrences_do_not_use_up_the_catch_up() -> None:
+    """A user-skipped boundary is never fired and does not count against catch_up:
+    with catch_up=1 and the oldest skipped, the next one fires (found by a helper)."""
+    now = T0 + timedelta(seconds=59)
+    result = due_boundaries("@every 20s", "UTC", T0, now, 1, exclude=[T0])
+    assert result.fire == [T0 + timedelta(seconds=20)]
+    assert (result.skipped, result.missed) == (2, 0)  # T0 (user) and T0+40 (limit)
+    assert result.elapsed == 3
+    many = due_boundaries("@every 1s", "UTC", T0, now, 3, exclude=[T0, T0 + timedelta(seconds=1)])
+    assert many.fire == [T0 + timedelta(seconds=s) for s in (2, 3, 4)]
+    latest_skipped = due_boundaries("@every 1s", "UTC", T0, now, 0, exclude=[now])
+    assert latest_skipped.fire == [] and latest_skipped.skipped == 60
+
+
+def test_the_calendar_ends_at_9999_without_an_error() -> None:
+    far = upcoming("@every 36600d", "UTC", T0, 1000)
+    assert 0 < len(far) < 1000 and far[-1].year <= 9999
+    assert upcoming("0 0 * * *", "UTC", at("9999-12-31T00:00"), 5) == []
+    with pytest.raises(InvalidSpec, match="never fires"):
+        next_after("0 0 * * *", "UTC", at("9999-12-31T00:00"))
+
+
 def test_grace_marks_old_boundaries_missed() -> None:
     now = T0 + timedelta(seconds=199)
     result = due_boundaries("@every 1s", "UTC", T0, now, 64, grace=10)
