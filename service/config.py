@@ -21,6 +21,8 @@ class Settings(BaseSettings):
         max_body_bytes: ``PGWAKE_MAX_BODY_BYTES``; request/payload limit in bytes (R-N4).
         dispatch_batch: ``PGWAKE_DISPATCH_BATCH``; scheduled events per dispatch (R-E3).
         pool_min, pool_max: asyncpg pool size.
+        statement_cache_size: ``PGWAKE_STATEMENT_CACHE_SIZE``; 0 behind PgBouncer in
+            transaction mode.
     """
 
     model_config = SettingsConfigDict(populate_by_name=True, extra="ignore")
@@ -35,3 +37,4 @@ class Settings(BaseSettings):
     dispatch_batch: int = Field(default=20, alias="PGWAKE_DISPATCH_BATCH", ge=1, le=10_000)
     pool_min: int = Field(default=2, alias="PGWAKE_POOL_MIN", ge=1)
     pool_max: int = Field(default=10, alias="PGWAKE_POOL_MAX", ge=1)
+    statement_cache_size: int = Field(default=100, alias="PGWAKE_STATEMENT_CACHE_SIZE", ge=0)

@@ -29,18 +29,27 @@ async def init_connection(conn: asyncpg.Connection) -> None:
     )
 
 
-async def create_pool(dsn: str, *, min_size: int = 2, max_size: int = 10) -> asyncpg.Pool:
+async def create_pool(
+    dsn: str, *, min_size: int = 2, max_size: int = 10, statement_cache_size: int = 100
+) -> asyncpg.Pool:
     """Open the one asyncpg pool pgwake and the application share.
 
     Args:
         dsn: a libpq URL (``postgresql://…``).
         min_size, max_size: pool bounds (connections).
+        statement_cache_size: asyncpg's prepared-statement cache per connection; 0
+            behind a transaction pooler (PgBouncer before 1.21 in transaction mode),
+            where a named prepared statement may meet another server connection.
 
     Returns:
         An open :class:`asyncpg.Pool` whose connections decode ``jsonb`` to Python.
     """
     pool = await asyncpg.create_pool(
-        dsn, min_size=min_size, max_size=max_size, init=init_connection
+        dsn,
+        min_size=min_size,
+        max_size=max_size,
+        init=init_connection,
+        statement_cache_size=statement_cache_size,
     )
     assert pool is not None
     return pool

@@ -51,6 +51,9 @@ class Engine:
         dispatch_batch: scheduled events per dispatch transaction (R-E3).
         max_payload_bytes: payload limit in bytes (R-N4).
         defaults: engine-wide queue defaults (R-Q2).
+        pool_min, pool_max: pool bounds, connections.
+        statement_cache_size: 0 when ``dsn`` is a transaction pooler (PgBouncer);
+            LISTEN and migrations then need ``listen_dsn``, a direct connection.
     """
 
     def __init__(
@@ -66,6 +69,7 @@ class Engine:
         defaults: QueueDefaults = ENGINE_DEFAULTS,
         pool_min: int = 2,
         pool_max: int = 10,
+        statement_cache_size: int = 100,
     ) -> None:
         if dsn is None and pool is None:
             raise ValueError("Engine needs a dsn or a pool")
@@ -78,6 +82,7 @@ class Engine:
         self.max_payload_bytes = max_payload_bytes
         self.defaults = defaults
         self._pool_min, self._pool_max = pool_min, pool_max
+        self._statement_cache_size = statement_cache_size
         self.instance_id = instance_id()
         self.hub = WakeHub()
         self.health = Health()
@@ -108,7 +113,10 @@ class Engine:
             else:
                 assert self.dsn is not None
                 self._pool = await db.create_pool(
-                    self.dsn, min_size=self._pool_min, max_size=self._pool_max
+                    self.dsn,
+                    min_size=self._pool_min,
+                    max_size=self._pool_max,
+                    statement_cache_size=self._statement_cache_size,
                 )
                 stack.push_async_callback(self._pool.close)
             if self._migrate:

@@ -68,8 +68,11 @@ class Listener:
                         await conn.fetchval("SELECT 1")
                     self.last_ok = time.time()
                 log.warning("LISTEN connection lost; reconnecting")
-            except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, TimeoutError) as exc:
-                log.warning("LISTEN connection failed: %s; retrying in %.2fs", exc, backoff)
+            except Exception as exc:
+                # Anything, not only the expected network and server errors: a kill that
+                # lands mid-LISTEN surfaces as asyncpg.InternalClientError, and a
+                # listener that stops retrying would leave every loop on its safety poll.
+                log.warning("LISTEN connection failed: %r; retrying in %.2fs", exc, backoff)
             finally:
                 self.is_connected = False
                 if conn is not None and not conn.is_closed():

@@ -76,6 +76,7 @@ def create_app(
                         max_payload_bytes=settings.max_body_bytes,
                         pool_min=settings.pool_min,
                         pool_max=settings.pool_max,
+                        statement_cache_size=settings.statement_cache_size,
                     )
                 )
                 install_default_handler(eng)
