@@ -6,7 +6,7 @@ Modes:
     hold    queue ``rel``: log ``start <id> <attempt>``, then hold the job forever.
     load    each of ``--queues``: log ``run <id> <attempt>``; the attempt fails while
             ``attempt <= payload["fail_attempts"]`` (a deterministic failure plan).
-    events  scheduled events: log ``event <id> <dispatched_at epoch>``.
+    events  scheduled events: log ``event <id> <trigger_at epoch> <handler epoch>``.
     idle    the runner only (schedules, reaper).
 
 Every line is one ``write`` to a file opened for appending, flushed at once, so a
@@ -21,6 +21,7 @@ import asyncio
 import logging
 import os
 import sys
+import time
 
 import asyncpg
 
@@ -74,7 +75,7 @@ async def main() -> None:
 
             @engine.on_event
             async def on_event(event: Event, conn: asyncpg.Connection) -> None:
-                log(f"event {event.id} {event.trigger_at.timestamp()}")
+                log(f"event {event.id} {event.trigger_at.timestamp()} {time.time()}")
 
         async with engine.runner(webhooks=False):
             print(engine.instance_id, flush=True)
