@@ -34,6 +34,10 @@ log = logging.getLogger("pgwake.runner")
 PRUNE_EVERY_SECONDS = 60.0
 #: A loop that ran this long (seconds) before failing restarts with the shortest backoff.
 STABLE_SECONDS = 30.0
+#: Longest pause between restarts of a crashing loop, seconds: during a database
+#: outage every loop crashes, and this bounds how long after the database is back
+#: a loop may still be waiting to retry (the LISTEN connection uses the same cap).
+MAX_BACKOFF_SECONDS = 2.0
 
 
 async def supervise(
@@ -41,7 +45,7 @@ async def supervise(
 ) -> None:
     """Run ``loop`` forever; when it raises, log it, mark it down in health (``/healthz``
     answers 503 until it iterates again) and restart it with backoff (0.1 s doubling
-    to 5 s). Anything but cancellation, ``KeyboardInterrupt`` and ``SystemExit`` is
+    to 2 s). Anything but cancellation, ``KeyboardInterrupt`` and ``SystemExit`` is
     caught, ``BaseException`` subclasses included: one loop must never take the task
     group, and with it every other loop, down."""
     state = engine.health.register(name, period)
@@ -63,7 +67,7 @@ async def supervise(
             state.last_error = error_text(exc)
             log.error("loop %s crashed; restarting in %.1fs", name, backoff, exc_info=exc)
         await anyio.sleep(backoff)
-        backoff = min(backoff * 2, 5.0)
+        backoff = min(backoff * 2, MAX_BACKOFF_SECONDS)
 
 
 class Runner:
