@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test fuzz lint fmt clean
+.PHONY: help install system-deps run test test-reliability fuzz lint fmt clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -18,11 +18,25 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## Create .venv and install pgwake with test and lint tools
 
+# Debian's pgbouncer for the transaction-pooler scenario (tests/reliability). Installed
+# when missing and this is a root shell with apt; otherwise that one test says so.
+system-deps: ## Install the Debian packages the tests use (pgbouncer), if possible
+	@command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ] || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's pgbouncer"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer >/dev/null || \
+	    { apt-get update -q >/dev/null && \
+	      DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer >/dev/null; }; \
+	  else echo "pgbouncer is not installed; its test will be skipped (apt-get install pgbouncer)"; fi; }
+
 run: $(STAMP) ## Serve HTTP + runner (embedded PostgreSQL when DATABASE_URL is unset)
 	@$(BIN)/pgwake serve
 
-test: $(STAMP) ## Run the test suite (TEST_DATABASE_URL, else Docker, else embedded PostgreSQL)
+test: $(STAMP) system-deps ## Run the test suite (TEST_DATABASE_URL, else Docker, else embedded PostgreSQL)
 	$(BIN)/python -m pytest -q
+
+test-reliability: $(STAMP) system-deps ## The fault scenarios at full size (about 20 min)
+	PGWAKE_RELIABILITY=full $(BIN)/python -m pytest -q -s tests/reliability
 
 fuzz: $(STAMP) ## Longer schemathesis run over every operation (300 cases each, random seed)
 	PGWAKE_FUZZ_EXAMPLES=300 PGWAKE_FUZZ_SEED=random $(BIN)/python -m pytest -q -s tests/e2e/test_fuzz.py

@@ -44,7 +44,13 @@ def _database_url(settings: Settings, *, announce: bool) -> tuple[str, Any]:
 
 async def _with_engine(settings: Settings, fn: Callable[[Engine], Awaitable[int]]) -> int:
     dsn, _server = _database_url(settings, announce=False)
-    async with Engine(dsn, listen_dsn=settings.listen_url, pool_min=1, pool_max=2) as engine:
+    async with Engine(
+        dsn,
+        listen_dsn=settings.listen_url,
+        pool_min=1,
+        pool_max=2,
+        statement_cache_size=settings.statement_cache_size,
+    ) as engine:
         return await fn(engine)
 
 
@@ -75,7 +81,9 @@ def cmd_migrate(settings: Settings, _args: argparse.Namespace) -> int:
 
     async def run() -> int:
         dsn, _server = _database_url(settings, announce=False)
-        conn = await asyncpg.connect(dsn)
+        # The direct connection when DATABASE_URL is a pooler: migrations hold a
+        # session advisory lock.
+        conn = await asyncpg.connect(settings.listen_url or dsn)
         try:
             await db.init_connection(conn)
             applied = await migrate(conn)

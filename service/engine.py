@@ -120,8 +120,7 @@ class Engine:
                 )
                 stack.push_async_callback(self._pool.close)
             if self._migrate:
-                async with self._pool.acquire() as conn:
-                    await run_migrations(conn)
+                await self._run_migrations()
             self.queues = Queues(
                 self._pool,
                 defaults=self.defaults,
@@ -152,6 +151,21 @@ class Engine:
             raise
         self._stack = stack
         return self
+
+    async def _run_migrations(self) -> None:
+        """Apply pending migrations (R-X3). They hold a session advisory lock, which a
+        transaction pooler would not keep on one server connection: with a distinct
+        ``listen_dsn`` (the direct connection) they run there."""
+        if self.listen_dsn is not None and self.listen_dsn != self.dsn:
+            conn = await asyncpg.connect(self.listen_dsn)
+            try:
+                await db.init_connection(conn)
+                await run_migrations(conn)
+            finally:
+                await conn.close()
+        else:
+            async with self.pool.acquire() as pooled:
+                await run_migrations(pooled)
 
     async def __aexit__(
         self,
