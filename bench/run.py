@@ -1,0 +1,169 @@
+"""``make bench`` (R-T2): pgwake, PgQueuer and Procrastinate on the same PostgreSQL,
+in one run, on the same workloads; one table and ``bench/results/latest.json``.
+
+Each measurement runs a system's driver (``bench/systems/<system>_driver.py``) as
+its own process on a fresh scratch database, then drops it. pgwake's driver runs
+in the project's virtual environment, the peers' in ``bench/.venv-peers``
+(installed by ``make bench`` from ``bench/requirements-peers.txt``). The value of
+each row is the median of ``--reps`` repetitions.
+
+    .venv/bin/python bench/run.py [--dsn URL] [--reps 3] [--smoke] [--only WORKLOAD]
+
+Environment: ``BENCH_DATABASE_URL`` (else ``DATABASE_URL``, else the local server).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+PEERS_PYTHON = BENCH / ".venv-peers" / "bin" / "python"
+UNITS = {"jobs_per_s": "jobs/s", "p50_ms": "ms", "p99_ms": "ms", "tx_per_s": "tx/s",
+         "rss_mb": "MB", "ms": "ms", "buffers": "buffers"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Case:
+    """One row group: a workload name, a system, its driver arguments."""
+
+    workload: str
+    system: str
+    driver_workload: str
+    args: tuple[str, ...] = ()
+
+
+def cases(smoke: bool) -> list[Case]:
+    n = "600" if smoke else "50000"
+    small = ("-n", "300") if smoke else ("-n", "50000")
+    lat = ("--samples", "20") if smoke else ("--samples", "200")
+    delayed = ("--delayed", "50", "--window", "2") if smoke else ()
+    idle = ("--idle", "3") if smoke else ("--idle", "60")
+    out = []
+    for system in ("pgwake", "pgqueuer"):
+        out.append(Case("throughput_batch10", system, "throughput", ("-n", n, "--batch", "10")))
+        out.append(Case("throughput_batch100", system, "throughput", ("-n", n, "--batch", "100")))
+    out.append(Case("throughput_default", "pgwake", "throughput", ("-n", n, "--batch", "1")))
+    out.append(Case("throughput_default", "procrastinate", "throughput", ("-n", n)))
+    for system in ("pgwake", "pgqueuer", "procrastinate"):
+        out.append(Case("enqueue_single", system, "enqueue_single", small))
+        out.append(Case("enqueue_batch", system, "enqueue_batch", ("-n", n)))
+        out.append(Case("pickup_latency", system, "pickup_latency", lat))
+        out.append(Case("delayed_lag", system, "delayed_lag", delayed))
+        out.append(Case("idle", system, "idle", idle))
+    return out
+
+
+def with_database(dsn: str, name: str) -> str:
+    return urlunsplit(urlsplit(dsn)._replace(path=f"/{name}"))
+
+
+async def xact_commit(conn: asyncpg.Connection, db: str) -> int:
+    return int(
+        await conn.fetchval("SELECT xact_commit FROM pg_stat_database WHERE datname = $1", db)
+    )
+
+
+async def run_case(admin: asyncpg.Connection, dsn: str, case: Case) -> dict[str, float]:
+    """Run ``case`` once on a scratch database; returns the driver's metrics."""
+    db = f"pgwake_bench_{uuid.uuid4().hex[:8]}"
+    await admin.execute(f'CREATE DATABASE "{db}"')
+    try:
+        python = sys.executable if case.system == "pgwake" else str(PEERS_PYTHON)
+        proc = await asyncio.create_subprocess_exec(
+            python,
+            str(BENCH / "systems" / f"{case.system}_driver.py"),
+            case.driver_workload,
+            "--dsn",
+            with_database(dsn, db),
+            *case.args,
+            cwd=ROOT,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        before = None
+        if case.driver_workload == "idle":
+            line = await asyncio.wait_for(proc.stdout.readline(), 120)
+            if line.strip() == b"ready":
+                before = await xact_commit(admin, db)
+        out, err = await proc.communicate()
+        if proc.returncode != 0:
+            raise RuntimeError(f"{case}: exit {proc.returncode}\n{err.decode()[-3000:]}")
+        metrics: dict[str, float] = json.loads(out.decode().strip().splitlines()[-1])
+        if case.driver_workload == "idle":
+            assert before is not None, "idle driver did not say ready"
+            await asyncio.sleep(1.5)  # closed backends have flushed their counters
+            idle_s = metrics.pop("idle_s")
+            metrics["tx_per_s"] = round((await xact_commit(admin, db) - before) / idle_s, 2)
+        return metrics
+    finally:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+def table(rows: list[dict[str, object]]) -> str:
+    lines = [f"{'workload':<22}{'metric':<12}{'pgwake':>12}{'pgqueuer':>12}{'procrastinate':>15}"]
+    keys = sorted({(str(r["workload"]), str(r["metric"])) for r in rows},
+                  key=lambda k: [c.workload for c in cases(True)].index(k[0]))  # fmt: skip
+    for workload, metric in keys:
+        values = {str(r["system"]): r["value"] for r in rows
+                  if r["workload"] == workload and r["metric"] == metric}  # fmt: skip
+        cells = [
+            f"{values[s]:>12}" if s in values else f"{'-':>12}" for s in ("pgwake", "pgqueuer")
+        ]
+        proc = values.get("procrastinate", "-")
+        lines.append(f"{workload:<22}{metric:<12}{''.join(cells)}{proc:>15}")
+    return "\n".join(lines)
+
+
+async def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument(
+        "--dsn",
+        default=os.environ.get("BENCH_DATABASE_URL")
+        or os.environ.get("DATABASE_URL")
+        or "postgresql://postgres@127.0.0.1:5432/postgres",
+    )
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: the harness works")
+    parser.add_argument("--only", default=None, help="run only workloads starting with this")
+    parser.add_argument("--out", default=str(BENCH / "results" / "latest.json"))
+    args = parser.parse_args()
+    reps = 1 if args.smoke else args.reps
+    admin = await asyncpg.connect(args.dsn)
+    rows: list[dict[str, object]] = []
+    t0 = time.monotonic()
+    try:
+        for case in cases(args.smoke):
+            if args.only and not case.workload.startswith(args.only):
+                continue
+            runs = [await run_case(admin, args.dsn, case) for _ in range(reps)]
+            for metric in runs[0]:
+                value = statistics.median(r[metric] for r in runs)
+                rows.append({"workload": case.workload, "system": case.system, "metric": metric,
+                             "value": round(value, 3), "unit": UNITS[metric]})  # fmt: skip
+            print(f"  {case.workload:<22}{case.system:<15}{runs}", file=sys.stderr, flush=True)
+    finally:
+        await admin.close()
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=1) + "\n")
+    print(table(rows))
+    print(f"\n{len(rows)} rows in {out} ({time.monotonic() - t0:.0f} s, median of {reps})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))
