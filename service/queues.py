@@ -290,10 +290,28 @@ class Queues:
         Returns:
             False when the lease is no longer this worker's (nothing changed).
         """
-        n = await self.pool.fetchval(q.ACK, job.id, job.worker_id, job.attempts)
-        if n:
-            self.metrics.acked.labels(job.queue).inc()
-        return bool(n)
+        return job.id in await self.ack_many([job])
+
+    async def ack_many(self, jobs: Sequence[Job]) -> set[int]:
+        """Ack several claimed jobs of one worker in one statement, each fenced on its
+        own lease (R-Q4): the worker's batched acks.
+
+        Returns:
+            The ids acked; a job missing from it had lost its lease (nothing changed).
+        """
+        if not jobs:
+            return set()
+        worker_ids = {j.worker_id for j in jobs}
+        if len(worker_ids) != 1:
+            raise ValueError("ack_many takes the jobs of one worker")
+        rows = await self.pool.fetch(
+            q.ACK, [j.id for j in jobs], worker_ids.pop(), [j.attempts for j in jobs]
+        )
+        acked = {r["id"] for r in rows}
+        for job in jobs:
+            if job.id in acked:
+                self.metrics.acked.labels(job.queue).inc()
+        return acked
 
     async def retry(self, job: Job, error: str, *, delay: float | None = None) -> bool:
         """Fail the current attempt (R-Q4, R-Q5).

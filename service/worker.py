@@ -29,6 +29,52 @@ RELEASE_TIMEOUT_SECONDS = 2.0
 REAPER_TOPIC = "reaper"
 # When due rows exist but another worker holds them (SKIP LOCKED), re-check this soon.
 _CONTENDED_RECHECK = 0.05
+#: Seconds a successful job's ack may wait to be sent with others (one statement).
+ACK_LINGER_SECONDS = 0.002
+#: Seconds a busy worker waits for more slots to free up, so one claim fetches several.
+REFILL_LINGER_SECONDS = 0.002
+
+
+class AckBuffer:
+    """Acks of one worker, sent together: one fenced statement for many jobs.
+
+    A job is acked at most ``ACK_LINGER_SECONDS`` after its handler returned (or at
+    once when ``size`` acks are waiting, or before the worker claims again). A crash
+    in between means the job runs again after its lease, which at-least-once
+    delivery allows; nothing is lost.
+    """
+
+    def __init__(self, queues: Queues, size: int) -> None:
+        self.queues = queues
+        self.size = max(1, size)
+        self.pending: list[Job] = []
+        self.waiting = anyio.Event()
+        self._lock = anyio.Lock()
+
+    async def add(self, job: Job) -> None:
+        self.pending.append(job)
+        if len(self.pending) >= self.size:
+            await self.flush()
+        else:
+            self.waiting.set()
+
+    async def flush(self) -> None:
+        async with self._lock:
+            jobs, self.pending = self.pending, []
+            if not jobs:
+                return
+            acked = await self.queues.ack_many(jobs)
+        for job in jobs:
+            if job.id not in acked:
+                log.warning("job %s on %s: lease lost before ack", job.id, job.queue)
+
+    async def run(self) -> None:
+        """Background flusher: send waiting acks after a short linger."""
+        while True:
+            await self.waiting.wait()
+            self.waiting = anyio.Event()
+            await anyio.sleep(ACK_LINGER_SECONDS)
+            await self.flush()
 
 
 class DeadLetter(Exception):
@@ -41,8 +87,11 @@ def error_text(exc: BaseException) -> str:
     return storable_text(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
 
 
-async def process(job: Job, handler: JobHandler) -> bool:
+async def process(job: Job, handler: JobHandler, acks: AckBuffer | None = None) -> bool:
     """Run ``handler(job)``; ack on success, dead-letter on :class:`DeadLetter`, else retry.
+
+    Args:
+        acks: batch the ack with other jobs' (the worker loop); None acks at once.
 
     Returns:
         True when the handler succeeded (whether or not the ack still held the lease).
@@ -62,7 +111,9 @@ async def process(job: Job, handler: JobHandler) -> bool:
         log.info("job %s on %s failed (attempt %s): %s", job.id, job.queue, job.attempts, exc)
         await job.retry(error_text(exc))
         return False
-    if not await job.ack():
+    if acks is not None:
+        await acks.add(job)
+    elif not await job.ack():
         log.warning("job %s on %s: lease lost before ack", job.id, job.queue)
     return True
 
@@ -99,42 +150,61 @@ async def run_worker(
     name = loop_name or f"worker:{queue}"
     health.register(name, poll_seconds)
     batch = batch or concurrency
+    # A busy worker claims again once this many slots are free (or after a linger),
+    # so one statement fetches several jobs instead of one per finished job.
+    refill = max(1, min(batch, concurrency) // 2)
     inflight = 0
     slot_free = anyio.Event()
     topic = f"job:{queue}"
+    acks = AckBuffer(queues, batch)
 
     async def run_one(job: Job) -> None:
         nonlocal inflight, slot_free
         try:
-            await process(job, handler)
+            await process(job, handler, acks)
         finally:
             inflight -= 1
             slot_free.set()
 
-    async with anyio.create_task_group() as tg:
-        while stopping is None or not stopping.is_set():
-            if inflight >= concurrency:
-                slot_free = anyio.Event()
-                await slot_free.wait()
-                continue
-            waiter = hub.arm(topic)
-            jobs = await queues.claim(
-                queue, worker_id, min(batch, concurrency - inflight), allow_reserved=True
-            )
-            health.beat(name)
-            for job in jobs:
-                inflight += 1
-                tg.start_soon(run_one, job)
-            if jobs and jobs[0].lease_seconds < poll_seconds:
-                hub.notify(REAPER_TOPIC)  # the reaper may be asleep past this lease
-            if jobs:
-                waiter.disarm()
-                continue
-            next_in = await queues.next_run_in(queue)
-            if next_in is None:
-                timeout = poll_seconds
-            elif next_in <= 0:
-                timeout = _CONTENDED_RECHECK
-            else:
-                timeout = min(next_in, poll_seconds)
-            await waiter.wait(timeout)
+    try:
+        async with anyio.create_task_group() as background:
+            background.start_soon(acks.run)
+            async with anyio.create_task_group() as tg:
+                while stopping is None or not stopping.is_set():
+                    if inflight >= concurrency:
+                        slot_free = anyio.Event()
+                        await slot_free.wait()
+                        continue
+                    if inflight and concurrency - inflight < refill:
+                        with anyio.move_on_after(REFILL_LINGER_SECONDS):
+                            while inflight and concurrency - inflight < refill:
+                                slot_free = anyio.Event()
+                                await slot_free.wait()
+                    waiter = hub.arm(topic)
+                    await acks.flush()
+                    jobs = await queues.claim(
+                        queue, worker_id, min(batch, concurrency - inflight), allow_reserved=True
+                    )
+                    health.beat(name)
+                    for job in jobs:
+                        inflight += 1
+                        tg.start_soon(run_one, job)
+                    if jobs and jobs[0].lease_seconds < poll_seconds:
+                        hub.notify(REAPER_TOPIC)  # the reaper may be asleep past this lease
+                    if jobs:
+                        waiter.disarm()
+                        continue
+                    next_in = await queues.next_run_in(queue)
+                    if next_in is None:
+                        timeout = poll_seconds
+                    elif next_in <= 0:
+                        timeout = _CONTENDED_RECHECK
+                    else:
+                        timeout = min(next_in, poll_seconds)
+                    await waiter.wait(timeout)
+                # Stopping: the task group waits for the jobs in flight.
+            background.cancel_scope.cancel()
+    finally:
+        # Acks of finished jobs are sent even when the worker is cancelled.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_TIMEOUT_SECONDS):
+            await acks.flush()

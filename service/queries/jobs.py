@@ -52,11 +52,17 @@ RETURNING j.*
 # Fence shared by ack / retry / heartbeat / dead-letter: $1 id $2 worker_id $3 attempt.
 _FENCE = "id = $1 AND worker_id = $2 AND attempts = $3 AND status = 'running'"
 
+# Ack one or many jobs in one statement: $1 ids $2 worker_id $3 attempts (same order
+# as the ids). Each row is fenced on its own lease; returns the ids acked. Deleted,
+# or kept as 'done' when the queue has a retention period (R-Q10).
 ACK = """
 WITH target AS (
     SELECT j.id, coalesce(q.retention_seconds, 0) > 0 AS keep
-    FROM pgwake.jobs j LEFT JOIN pgwake.queues q ON q.name = j.queue
-    WHERE j.id = $1 AND j.worker_id = $2 AND j.attempts = $3 AND j.status = 'running'
+    FROM pgwake.jobs j
+    JOIN unnest($1::bigint[], $3::int[]) AS a (id, attempts)
+      ON j.id = a.id AND j.attempts = a.attempts
+    LEFT JOIN pgwake.queues q ON q.name = j.queue
+    WHERE j.worker_id = $2 AND j.status = 'running'
     FOR UPDATE OF j
 ), deleted AS (
     DELETE FROM pgwake.jobs WHERE id IN (SELECT id FROM target WHERE NOT keep) RETURNING id
@@ -64,7 +70,7 @@ WITH target AS (
     UPDATE pgwake.jobs SET status = 'done', finished_at = now(), lease_expires_at = NULL
     WHERE id IN (SELECT id FROM target WHERE keep) RETURNING id
 )
-SELECT (SELECT count(*) FROM deleted) + (SELECT count(*) FROM kept)
+SELECT id FROM deleted UNION ALL SELECT id FROM kept
 """
 
 # $4 error text, $5 explicit delay seconds or NULL (then backoff with full jitter
