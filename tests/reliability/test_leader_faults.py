@@ -73,6 +73,7 @@ async def test_split_brain_after_sigstop_fires_each_boundary_once(
     assert "lost leadership" in stopped.stderr.read_text()
 
 
+@pytest.mark.timeout(size(300, 900))
 async def test_catch_up_storm_is_bounded(engine: Engine, tmp_path: Path) -> None:
     """Scenario 5: ``@every 1s`` while the only runner is suspended (SIGSTOP) for 10
     minutes (short run: 20 s with catch_up=5): on resume at most ``catch_up``

@@ -11,6 +11,8 @@ import statistics
 import time
 from pathlib import Path
 
+import pytest
+
 from service.engine import Engine
 from tests.reliability.support import processes, size, spawn, wait_until
 
@@ -18,6 +20,7 @@ QUEUES = ["q0", "q1", "q2", "q3"]
 MAX_ATTEMPTS = 3
 
 
+@pytest.mark.timeout(size(300, 1200))
 async def test_jobs_under_load_with_failures_and_a_kill(engine: Engine, tmp_path: Path) -> None:
     """Scenario 8: 100,000 jobs (10,000 in the short run) over 4 queues, 2 runner
     processes, 10 % of jobs planned to fail 1-3 times, one runner SIGKILLed halfway.
