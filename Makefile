@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install system-deps run test test-reliability fuzz lint fmt clean
+.PHONY: help install system-deps run test test-reliability fuzz bench bench-smoke lint fmt clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -41,6 +41,19 @@ test-reliability: $(STAMP) system-deps ## The fault scenarios at full size (abou
 fuzz: $(STAMP) ## Longer schemathesis run over every operation (300 cases each, random seed)
 	PGWAKE_FUZZ_EXAMPLES=300 PGWAKE_FUZZ_SEED=random $(BIN)/python -m pytest -q -s tests/e2e/test_fuzz.py
 
+PEERS := bench/.venv-peers
+$(PEERS)/.installed: bench/requirements-peers.txt
+	$(PYTHON) -m venv $(PEERS)
+	$(PEERS)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS)/bin/python -m pip install --quiet -r bench/requirements-peers.txt
+	touch $@
+
+bench: $(STAMP) $(PEERS)/.installed ## pgwake vs PgQueuer vs Procrastinate (BENCH_DATABASE_URL; see bench/README.md)
+	$(BIN)/python bench/run.py $(BENCH_ARGS)
+
+bench-smoke: $(STAMP) $(PEERS)/.installed ## The bench harness at tiny sizes (CI: it works, not the numbers)
+	$(BIN)/python bench/run.py --smoke --out bench/results/smoke.json
+
 lint: $(STAMP) ## ruff + mypy --strict
 	$(BIN)/ruff check service tests bench docs
 	$(BIN)/ruff format --check service tests bench docs
@@ -51,4 +64,4 @@ fmt: $(STAMP) ## Format and autofix
 	$(BIN)/ruff check --fix service tests bench docs
 
 clean: ## Remove the virtualenv and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS) .pytest_cache .mypy_cache .ruff_cache

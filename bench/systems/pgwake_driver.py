@@ -10,6 +10,8 @@ from pathlib import Path
 
 import asyncpg
 
+# The checkout this file lives in, not whatever `service` the venv would import.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import Drain, emit, latency, parse_args, rss_mb
 
