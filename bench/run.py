@@ -138,7 +138,9 @@ async def main() -> int:
     )
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: the harness works")
-    parser.add_argument("--only", default=None, help="run only workloads starting with this")
+    parser.add_argument(
+        "--only", default=None, help="comma-separated workload prefixes to run (default: all)"
+    )
     parser.add_argument("--out", default=str(BENCH / "results" / "latest.json"))
     args = parser.parse_args()
     reps = 1 if args.smoke else args.reps
@@ -147,7 +149,7 @@ async def main() -> int:
     t0 = time.monotonic()
     try:
         for case in cases(args.smoke):
-            if args.only and not case.workload.startswith(args.only):
+            if args.only and not case.workload.startswith(tuple(args.only.split(","))):
                 continue
             runs = [await run_case(admin, args.dsn, case) for _ in range(reps)]
             for metric in runs[0]:

@@ -83,7 +83,7 @@ class _Rollback(Exception):
 
 HOT = [
     ("claim", jq.CLAIM, ("q1", "w", 10), "jobs_claim_idx"),
-    ("next run_at", jq.NEXT_RUN_IN, ("q1",), "jobs_pending_run_at_idx"),
+    ("next run_at", jq.NEXT_RUN_IN, ("q1",), "jobs_claim_idx"),
     ("next lease expiry", jq.NEXT_LEASE_EXPIRY_IN, (), "jobs_lease_idx"),
     ("reap", jq.REAP_EXPIRED, (1000,), "jobs_lease_idx"),
     ("dedupe lookup", jq.FIND_LIVE_BY_DEDUPE, (["q1"], ["k3"]), "jobs_dedupe_idx"),
@@ -107,3 +107,47 @@ async def test_hot_queries_use_their_indexes(filled: asyncpg.Connection) -> None
         if index not in used or {"jobs", "scheduled_events", "schedules"} & seq:
             problems.append(f"{what}: indexes {sorted(used)}, seq scans {sorted(seq)}")
     assert not problems, "\n".join(problems)
+
+
+async def test_claim_keeps_its_index_with_stale_statistics(clean_db: str) -> None:
+    """Right after a bulk enqueue, before autovacuum's ANALYZE, the statistics still
+    say the table is empty. The claim must still walk jobs_claim_idx in order (no
+    sort of every pending job): with a second pending index it did not, and a
+    worker draining 50,000 jobs one by one crawled at 124 jobs/s."""
+    conn = await asyncpg.connect(clean_db)
+    try:
+        await conn.execute("TRUNCATE pgwake.jobs")
+        await conn.execute("ANALYZE pgwake.jobs")  # statistics of an empty table
+        await conn.execute("""
+            INSERT INTO pgwake.jobs (queue, payload, max_attempts, lease_seconds,
+                                     backoff_base_seconds, backoff_cap_seconds, priority)
+            SELECT 'bulk', '{}', 5, 60, 5, 3600, g % 3 FROM generate_series(1, 50000) g
+        """)
+        for what, sql, args in (
+            ("claim", jq.CLAIM, ("bulk", "w", 10)),
+            ("next run_at", jq.NEXT_RUN_IN, ("bulk",)),
+        ):
+            with pytest.raises(_Rollback) as caught:
+                await _plan(conn, sql, *args)
+            nodes = caught.value.nodes
+            kinds = {n["Node Type"] for n in nodes}
+            used = {n.get("Index Name") for n in nodes} - {None}
+            assert used - {"jobs_pkey"} == {"jobs_claim_idx"}, (what, used)
+            assert "Sort" not in kinds and "Seq Scan" not in kinds, (what, kinds)
+        # And it answers right: the earliest run_at over every priority.
+        await conn.execute(
+            "UPDATE pgwake.jobs SET run_at = now() + interval '1 hour' WHERE priority = 2"
+        )
+        await conn.execute(
+            "UPDATE pgwake.jobs SET run_at = now() + interval '5 minutes' WHERE id = 3"
+        )  # priority 0
+        await conn.execute(
+            "UPDATE pgwake.jobs SET run_at = now() + interval '1 day'"
+            " WHERE priority < 2 AND id <> 3"
+        )
+        in_s = await conn.fetchval(jq.NEXT_RUN_IN, "bulk")
+        assert 290 < in_s <= 300
+        assert await conn.fetchval(jq.NEXT_RUN_IN, "empty") is None
+    finally:
+        await conn.execute("TRUNCATE pgwake.jobs")
+        await conn.close()
