@@ -34,6 +34,15 @@ def json_response(
     return JSONResponse(jsonable(data), status_code=status, headers=headers)
 
 
+def page(
+    items: list[dict[str, Any]], limit: int, *, cursor: str = "next_before", key: str = "id"
+) -> JSONResponse:
+    """A keyset-paginated list: ``{"items": …, cursor: …}``. The cursor is the last
+    item's ``key`` when the page is full (there may be more), else None."""
+    last = items[-1][key] if len(items) == limit else None
+    return json_response({"items": items, cursor: last})
+
+
 def path_id(request: Request, name: str = "id") -> int:
     """A positive bigint path parameter; anything else is a 404 (no such resource)."""
     raw = request.path_params[name]

@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from service.http.api import Endpoint, body_of, query_of
-from service.http.common import engine_of, json_response, path_id
+from service.http.common import engine_of, json_response, page, path_id
 from service.http.models import (
     EventListQuery,
     LiveEventIn,
@@ -47,8 +47,7 @@ async def list_scheduled_events(request: Request) -> Response:
     rows = await engine_of(request).events.list(
         status=query.status, limit=query.limit, before=query.before
     )
-    next_before = rows[-1]["id"] if len(rows) == query.limit else None
-    return json_response({"items": rows, "next_before": next_before})
+    return page(rows, query.limit)
 
 
 async def get_scheduled_event(request: Request) -> Response:

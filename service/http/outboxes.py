@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from service.http.api import Endpoint, body_of, query_of
-from service.http.common import engine_of, json_response, path_id
+from service.http.common import engine_of, json_response, page, path_id
 from service.http.models import (
     EnqueuedOut,
     JobPage,
@@ -55,10 +55,7 @@ async def outbox_dead(request: Request) -> Response:
     """Dead messages, newest first; pass ``next_before`` as ``before`` for the next page."""
     query = query_of(request, PageQuery)
     jobs = await _outbox(request).dead(limit=query.limit, before=query.before)
-    items = [j.as_dict() for j in jobs]
-    return json_response(
-        {"items": items, "next_before": items[-1]["id"] if len(items) == query.limit else None}
-    )
+    return page([j.as_dict() for j in jobs], query.limit)
 
 
 async def outbox_requeue(request: Request) -> Response:

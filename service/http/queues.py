@@ -6,7 +6,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from service.http.api import Endpoint, query_of
-from service.http.common import engine_of, json_response, path_id
+from service.http.common import engine_of, json_response, page, path_id
 from service.http.models import JobPage, PageQuery, QueueListOut, QueueStatsOut, RequeuedOut
 
 
@@ -32,10 +32,7 @@ async def queue_dead(request: Request) -> Response:
     jobs = await engine_of(request).queues.list_dead(
         _queue(request), limit=query.limit, before=query.before
     )
-    items = [j.as_dict() for j in jobs]
-    return json_response(
-        {"items": items, "next_before": items[-1]["id"] if len(items) == query.limit else None}
-    )
+    return page([j.as_dict() for j in jobs], query.limit)
 
 
 async def queue_requeue(request: Request) -> Response:

@@ -7,7 +7,7 @@ from starlette.responses import Response
 
 from service.errors import NotFound
 from service.http.api import Endpoint, body_of, query_of
-from service.http.common import engine_of, json_response
+from service.http.common import engine_of, json_response, page
 from service.http.models import (
     DeletedOut,
     ScheduleIn,
@@ -52,9 +52,7 @@ async def list_schedules(request: Request) -> Response:
     """Schedules by name; pass ``next_after`` as ``after`` for the next page."""
     query = query_of(request, ScheduleListQuery)
     rows = await engine_of(request).schedules.list_schedules(limit=query.limit, after=query.after)
-    return json_response(
-        {"items": rows, "next_after": rows[-1]["name"] if len(rows) == query.limit else None}
-    )
+    return page(rows, query.limit, cursor="next_after", key="name")
 
 
 async def delete_schedule(request: Request) -> Response:
