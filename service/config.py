@@ -23,6 +23,10 @@ class Settings(BaseSettings):
         pool_min, pool_max: asyncpg pool size.
         statement_cache_size: ``PGWAKE_STATEMENT_CACHE_SIZE``; 0 behind PgBouncer in
             transaction mode.
+        cookie_secure: ``PGWAKE_COOKIE_SECURE``; mark the admin session cookie Secure
+            (R-H4). Browsers keep it over HTTPS and on localhost only; set false to use
+            the calendar over plain HTTP on a trusted network.
+        session_ttl_seconds: ``PGWAKE_SESSION_TTL_SECONDS``; admin session lifetime.
     """
 
     model_config = SettingsConfigDict(populate_by_name=True, extra="ignore")
@@ -38,3 +42,7 @@ class Settings(BaseSettings):
     pool_min: int = Field(default=2, alias="PGWAKE_POOL_MIN", ge=1)
     pool_max: int = Field(default=10, alias="PGWAKE_POOL_MAX", ge=1)
     statement_cache_size: int = Field(default=100, alias="PGWAKE_STATEMENT_CACHE_SIZE", ge=0)
+    cookie_secure: bool = Field(default=True, alias="PGWAKE_COOKIE_SECURE")
+    session_ttl_seconds: float = Field(
+        default=12 * 3600.0, alias="PGWAKE_SESSION_TTL_SECONDS", gt=0, le=30 * 86_400
+    )

@@ -15,7 +15,8 @@ from tests.pgserver import server_url, unique_name, with_database
 
 _TABLES = (
     "pgwake.jobs, pgwake.queues, pgwake.scheduled_events, pgwake.outboxes, "
-    "pgwake.api_tokens, pgwake.locks, pgwake.schedules, pgwake.schedule_fires"
+    "pgwake.api_tokens, pgwake.locks, pgwake.schedules, pgwake.schedule_fires, "
+    "pgwake.admin_sessions"
 )
 
 

@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from service.config import Settings
 from service.engine import Engine
 from service.errors import PgwakeError
-from service.http import events, health, openapi, outboxes, problems, queues, schedules
+from service.http import admin, events, health, openapi, outboxes, problems, queues, schedules
 from service.http.api import Endpoint, mount
 from service.standalone import install_default_handler
 
@@ -86,7 +86,7 @@ def create_app(
             yield
 
     app = Starlette(
-        routes=mount(ENDPOINTS),
+        routes=[*mount(ENDPOINTS), *admin.ROUTES],
         lifespan=lifespan,
         exception_handlers={
             PgwakeError: problems.pgwake_error,
@@ -98,6 +98,8 @@ def create_app(
     app.state.max_body_bytes = settings.max_body_bytes
     app.state.openapi = openapi.build(ENDPOINTS)
     app.state.runner_expected = run_runner
+    app.state.cookie_secure = settings.cookie_secure
+    app.state.session_ttl = settings.session_ttl_seconds
     if engine is not None:
         app.state.engine = engine
     return app

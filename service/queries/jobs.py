@@ -181,9 +181,13 @@ RETURNING id
 """
 
 # $1 queue $2 limit $3 before id (keyset pagination, newest first)
+# The row comparison matches jobs_dead_idx (queue, id) as an index condition, so the
+# planner cannot prefer walking the primary key backwards through every newer row
+# of other queues (it did, once another queue held many dead rows).
 LIST_DEAD = """
 SELECT * FROM pgwake.jobs
-WHERE queue = $1 AND status = 'dead' AND id < coalesce($3::bigint, 9223372036854775807)
+WHERE queue = $1 AND status = 'dead'
+  AND (queue, id) < ($1, coalesce($3::bigint, 9223372036854775807))
 ORDER BY id DESC
 LIMIT $2
 """

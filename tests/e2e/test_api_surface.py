@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections.abc import Sequence
 
 import pytest
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from service.config import Settings
+from service.http import admin
 from service.http.api import Endpoint
 from service.http.app import ENDPOINTS, create_app
 from service.tokens import create_token
@@ -24,17 +26,44 @@ def _url(ep: Endpoint) -> str:
     return re.sub(r"{(\w+)}", lambda m: SAMPLE[m.group(1)], ep.path)
 
 
+def _methods(routes: Sequence[BaseRoute]) -> set[tuple[str, str]]:
+    found = {(m, r.path) for r in routes if isinstance(r, Route) for m in r.methods or ()}
+    return {(m, p) for m, p in found if m != "HEAD"}
+
+
 def test_every_route_comes_from_the_table(engine) -> None:  # type: ignore[no-untyped-def]
     """No route can bypass the table (and with it the permission check); only the
-    probes are public (R-H1)."""
+    probes are public (R-H1). The admin calendar's HTML routes are their own table,
+    walked by test_admin_routes_need_a_session."""
     app = create_app(Settings(), engine=engine)
-    mounted = {
-        (method, r.path) for r in app.routes if isinstance(r, Route) for method in r.methods or ()
-    } - {("HEAD", r.path) for r in app.routes if isinstance(r, Route)}
     table = {(ep.method, ep.path) for ep in ENDPOINTS}
-    assert mounted == table
+    assert _methods(app.routes) == table | _methods(admin.ROUTES)
+    assert not table & _methods(admin.ROUTES)
     assert {(ep.method, ep.path) for ep in ENDPOINTS if ep.permission is None} == PUBLIC
     assert len(table) == len(ENDPOINTS)  # no operation declared twice
+
+
+ADMIN_OPEN = {
+    ("GET", "/admin/login"),  # the form
+    ("POST", "/admin/login"),  # takes a token
+    ("POST", "/admin/logout"),  # ends whatever session there is
+    ("GET", "/admin"),  # a redirect to the calendar
+    ("GET", "/admin/static/{name}"),  # stylesheet and script
+}
+
+
+@pytest.mark.parametrize(
+    "route", sorted(_methods(admin.ROUTES) - ADMIN_OPEN), ids=lambda r: f"{r[0]} {r[1]}"
+)
+async def test_admin_routes_need_a_session(service: Service, route: tuple[str, str]) -> None:
+    """Generated from admin.ROUTES: the page redirects to the login form, a control
+    answers 401, without a session; a new admin route is walked automatically (R-H4)."""
+    method, path = route
+    response = await service.client.request(method, path, data={"csrf": "x"})
+    if method == "GET":
+        assert response.status_code == 303 and response.headers["location"] == "/admin/login"
+    else:
+        assert response.status_code == 401, response.text
 
 
 @pytest.mark.parametrize(

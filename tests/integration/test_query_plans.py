@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
 import pytest
 
+from service.queries import admin as aq
 from service.queries import events as eq
 from service.queries import jobs as jq
 from service.queries import schedules as sq
@@ -40,8 +42,12 @@ async def filled(clean_db: str) -> AsyncIterator[asyncpg.Connection]:
         INSERT INTO pgwake.jobs (queue, payload, max_attempts, lease_seconds,
                                  backoff_base_seconds, backoff_cap_seconds, dedupe_key)
         SELECT 'q1', '{}', 5, 60, 5, 3600, 'k' || g FROM generate_series(1, 20) g;
-        INSERT INTO pgwake.scheduled_events (event_type, trigger_at, facts, status)
-        SELECT 'e', now() - interval '1 day', '{}', 'dispatched' FROM generate_series(1, 20000);
+        INSERT INTO pgwake.scheduled_events (event_type, trigger_at, facts, status, updated_at)
+        SELECT 'e', now() - interval '3 days', '{}', 'dispatched', now() - interval '2 days'
+        FROM generate_series(1, 20000);
+        INSERT INTO pgwake.scheduled_events (event_type, trigger_at, facts, status, updated_at)
+        SELECT 'e', now() - interval '1 hour', '{}', 'failed', now() - interval '1 hour'
+        FROM generate_series(1, 5);
         INSERT INTO pgwake.scheduled_events (event_type, trigger_at, facts)
         SELECT 'e', now() + interval '30 days', '{}' FROM generate_series(1, 20000);
         INSERT INTO pgwake.scheduled_events (event_type, trigger_at, facts)
@@ -54,10 +60,22 @@ async def filled(clean_db: str) -> AsyncIterator[asyncpg.Connection]:
         INSERT INTO pgwake.schedules (name, spec, timezone, queue, payload, anchor, next_fire_at)
         SELECT 'due' || g, '@every 1h', 'UTC', 'q', '{}', now(), now()
         FROM generate_series(1, 3) g;
+        INSERT INTO pgwake.schedule_fires (schedule, boundary, fired_by, fired_at)
+        SELECT 's' || g, now() - make_interval(secs => h * 3600), 'x',
+               now() - make_interval(secs => h * 3600)
+        FROM generate_series(1, 2000) g, generate_series(1, 10) h;
+        INSERT INTO pgwake.queues (name) VALUES ('__outbox:o');
+        INSERT INTO pgwake.jobs (queue, status, payload, max_attempts, lease_seconds,
+                                 backoff_base_seconds, backoff_cap_seconds, finished_at)
+        SELECT '__outbox:o', 'dead', '{}', 5, 60, 5, 3600, now() - interval '3 days'
+        FROM generate_series(1, 2000);
         ANALYZE pgwake.jobs; ANALYZE pgwake.scheduled_events; ANALYZE pgwake.schedules;
+        ANALYZE pgwake.schedule_fires;
     """)
     yield conn
-    await conn.execute("TRUNCATE pgwake.jobs, pgwake.scheduled_events, pgwake.schedules CASCADE")
+    await conn.execute(
+        "TRUNCATE pgwake.jobs, pgwake.scheduled_events, pgwake.schedules, pgwake.queues CASCADE"
+    )
     await conn.close()
 
 
@@ -81,6 +99,10 @@ class _Rollback(Exception):
         self.nodes = nodes
 
 
+_NOW = datetime.now(UTC)
+_SOON = _NOW + timedelta(days=14)
+_DAY_AGO = _NOW - timedelta(days=1)
+
 HOT = [
     ("claim", jq.CLAIM, ("q1", "w", 10), "jobs_claim_idx"),
     ("next run_at", jq.NEXT_RUN_IN, ("q1",), "jobs_claim_idx"),
@@ -93,6 +115,17 @@ HOT = [
     ("schedules due", sq.DUE_FOR_UPDATE, (), "schedules_due_idx"),
     ("schedules next fire", sq.NEXT_FIRE_IN, (), "schedules_due_idx"),
     ("token lookup", tq.LOOKUP, (b"x" * 32,), "api_tokens_token_hash_key"),
+    ("session lookup", aq.GET_SESSION, (b"x" * 32,), "admin_sessions_pkey"),
+    ("calendar schedules", aq.WINDOW_SCHEDULES, (_SOON, None, None, 1000), "schedules_due_idx"),
+    ("calendar events", aq.WINDOW_EVENTS, (_NOW, _SOON, None, 2001), "scheduled_events_due_idx"),
+    ("calendar fires", aq.RECENT_FIRES, (_DAY_AGO, None, None, 500), "schedule_fires_fired_at_idx"),
+    (
+        "calendar history",
+        aq.RECENT_EVENTS,
+        (_DAY_AGO, None, ["dispatched", "failed"], 500),
+        "scheduled_events_history_idx",
+    ),
+    ("calendar dead", aq.RECENT_DEAD_MESSAGES, (_DAY_AGO, None, 500), "jobs_dead_idx"),
 ]
 
 
