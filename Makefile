@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install system-deps run test test-reliability fuzz bench bench-smoke lint fmt clean
+.PHONY: help install system-deps browser-deps run test test-browser test-reliability fuzz bench bench-smoke lint fmt clean
 
 help: ## List the targets
 	@grep -E '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
@@ -29,11 +29,36 @@ system-deps: ## Install the Debian packages the tests use (pgbouncer), if possib
 	      DEBIAN_FRONTEND=noninteractive apt-get install -y -q pgbouncer >/dev/null; }; \
 	  else echo "pgbouncer is not installed; its test will be skipped (apt-get install pgbouncer)"; fi; }
 
+# The admin calendar's browser test: Debian's chromium (installed when missing and this
+# is a root shell with apt), Playwright for Python (never its own browser download) and
+# axe-core from npm.
+browser-deps: ## Install Debian's chromium for make test-browser, if possible
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Debian's chromium"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null || \
+	    { apt-get update -q >/dev/null && \
+	      DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium >/dev/null; }; \
+	  else echo "chromium is not installed and cannot be (apt-get install chromium as root)"; fi; }
+
+BROWSER_STAMP := $(VENV)/.browser-installed
+$(BROWSER_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,lint,browser]'
+	touch $@
+
+AXE_STAMP := tests/browser/node_modules/.installed
+$(AXE_STAMP): tests/browser/package.json tests/browser/package-lock.json
+	npm ci --prefix tests/browser --no-audit --no-fund --silent
+	touch $@
+
 run: $(STAMP) ## Serve HTTP + runner (embedded PostgreSQL when DATABASE_URL is unset)
 	@$(BIN)/pgwake serve
 
 test: $(STAMP) system-deps ## Run the test suite (TEST_DATABASE_URL, else Docker, else embedded PostgreSQL)
 	$(BIN)/python -m pytest -q
+
+test-browser: $(STAMP) $(BROWSER_STAMP) $(AXE_STAMP) browser-deps ## The admin calendar in headless Chromium (Playwright + axe-core)
+	PGWAKE_BROWSER=1 $(BIN)/python -m pytest -q tests/browser
 
 test-reliability: $(STAMP) system-deps ## The fault scenarios at full size (about 20 min)
 	PGWAKE_RELIABILITY=full $(BIN)/python -m pytest -q -s tests/reliability
@@ -64,4 +89,4 @@ fmt: $(STAMP) ## Format and autofix
 	$(BIN)/ruff check --fix service tests bench docs
 
 clean: ## Remove the virtualenv and caches
-	rm -rf $(VENV) $(PEERS) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS) tests/browser/node_modules .pytest_cache .mypy_cache .ruff_cache
