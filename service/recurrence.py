@@ -45,7 +45,7 @@ import zoneinfo
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
-from itertools import chain
+from itertools import chain, islice
 from typing import ClassVar, Final, Literal, Protocol
 
 from cronsim import CronSim, CronSimError
@@ -437,17 +437,36 @@ def upcoming(
         raise TypeError(f"count must be an int, got {type(count).__name__}")
     if count < 0:
         raise ValueError(f"count must be >= 0, got {count}")
+    return list(islice(fires(spec, timezone, after, anchor), count))
+
+
+def fires(
+    spec: str | Spec,
+    timezone: str,
+    after: datetime,
+    anchor: datetime | None = None,
+) -> Iterator[datetime]:
+    """Every fire instant strictly after ``after``, lazily, in increasing order.
+
+    The same sequence as :func:`upcoming` (which takes its first ``count``), for
+    callers that stop at an instant rather than a count, such as the admin
+    calendar's 14-day window (R-H4). Arguments and errors are :func:`upcoming`'s;
+    the spec, zone and instants are checked before the first instant is asked for.
+
+    Returns:
+        An iterator of timezone-aware UTC datetimes; it ends at year 9999.
+    """
     start = _utc(after, "after")
     origin = start if anchor is None else _utc(anchor, "anchor")
     plan = _plan(_coerce(spec), zone(timezone), origin)
-    out: list[datetime] = []
-    fires = plan.iter_after(start)
+    return _until_calendar_end(plan.iter_after(start))
+
+
+def _until_calendar_end(instants: Iterator[datetime]) -> Iterator[datetime]:
     try:
-        while len(out) < count:
-            out.append(next(fires))
-    except (StopIteration, OverflowError):  # the calendar ends at year 9999
-        pass
-    return out
+        yield from instants
+    except OverflowError:  # the calendar ends at year 9999
+        return
 
 
 def next_after(

@@ -39,7 +39,8 @@ from starlette.routing import Route
 
 from service import calendar, recurrence, sessions
 from service.engine import Engine
-from service.errors import Conflict, NotFound, PgwakeError
+from service.errors import Conflict, NotFound, PayloadTooLarge, PgwakeError
+from service.http.body import read_limited
 from service.http.models import NAME_PATTERN
 from service.tokens import authenticate
 
@@ -261,9 +262,12 @@ async def login(request: Request) -> Response:
     """
     if not _same_origin(request):
         return _message(request, 403, "Cross-site request refused", "Log in from this site.")
-    form = await request.form()
-    token = str(form.get("token") or "").strip()
-    tz = str(form.get("tz") or "") or None
+    try:
+        form = await _read_form(request)
+    except _BadForm as exc:
+        return _message(request, exc.status, "Invalid form", exc.detail)
+    token = form.get("token", "").strip()
+    tz = form.get("tz") or None
     if tz is not None:
         try:
             recurrence.zone(tz)
@@ -297,13 +301,57 @@ async def login(request: Request) -> Response:
 async def logout(request: Request) -> Response:
     """``POST /admin/logout`` (form ``csrf``): end the session and clear the cookie."""
     viewer = await _viewer(request)
-    form = await request.form()
+    try:
+        form = await _read_form(request)
+    except _BadForm as exc:
+        return _message(request, exc.status, "Invalid form", exc.detail)
     if viewer is not None and (not _same_origin(request) or not _csrf_ok(viewer, form.get("csrf"))):
         return _message(request, 403, "Refused", "The form was stale or came from another site.")
     await sessions.close_session(_engine(request).pool, request.cookies.get(COOKIE))
     response = RedirectResponse(LOGIN, 303)
     response.delete_cookie(COOKIE, path=COOKIE_PATH, secure=_cookie_secure(request), httponly=True)
     return response
+
+
+#: Largest form body accepted (bytes); the page's forms send well under 1 KiB.
+MAX_FORM_BYTES = 16 * 1024
+MAX_FORM_FIELDS = 20
+
+
+class _BadForm(Exception):
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+async def _read_form(request: Request) -> dict[str, str]:
+    """The ``application/x-www-form-urlencoded`` body as a dict (first value wins),
+    read while streaming and capped at MAX_FORM_BYTES.
+
+    Raises:
+        _BadForm: 415 another content type, 413 too large, 400 not UTF-8 or too many fields.
+    """
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype != "application/x-www-form-urlencoded":
+        raise _BadForm(415, f"expected a form (application/x-www-form-urlencoded), got {ctype!r}")
+    try:
+        raw = await read_limited(request, MAX_FORM_BYTES)
+        pairs = parse_qsl(
+            raw.decode("ascii"),
+            keep_blank_values=True,
+            encoding="utf-8",
+            errors="strict",
+            max_num_fields=MAX_FORM_FIELDS,
+        )
+    except PayloadTooLarge as exc:
+        raise _BadForm(413, str(exc)) from None
+    except (UnicodeDecodeError, ValueError, PgwakeError):
+        raise _BadForm(400, "the form is not valid URL-encoded UTF-8") from None
+    form: dict[str, str] = {}
+    for key, value in pairs:
+        form.setdefault(key, value)
+    return form
 
 
 def _csrf_ok(viewer: Viewer, sent: object) -> bool:
@@ -407,7 +455,10 @@ def _control(model: type[_Form], act: Callable[[Engine, Any], Awaitable[str]]) -
             return _message(request, 401, "Not logged in", "Log in again to act on the calendar.")
         if not _same_origin(request):
             return _message(request, 403, "Cross-site request refused", "Act from this site.")
-        form = dict(await request.form())
+        try:
+            form = await _read_form(request)
+        except _BadForm as exc:
+            return _message(request, exc.status, "Invalid form", exc.detail)
         if not _csrf_ok(viewer, form.get("csrf")):
             return _message(request, 403, "Stale form", "Reload the calendar and try again.")
         if "admin" not in viewer.permissions:

@@ -316,3 +316,57 @@ async def test_static_files(service: Service, path: str) -> None:
     response = await service.client.get(path)
     assert response.status_code == 200 and response.content
     assert (await service.client.get("/admin/static/../pyproject.toml")).status_code == 404
+
+
+async def test_odd_form_bodies_get_clear_errors(service: Service) -> None:
+    post = service.client.post
+    as_json = await post("/admin/login", json={"token": service.tokens["read"]})
+    assert as_json.status_code == 415
+    huge = await post("/admin/login", data={"token": "x" * 20_000})
+    assert huge.status_code == 413
+    form = {"content-type": "application/x-www-form-urlencoded"}
+    not_utf8 = await post("/admin/login", content=b"token=%ff%fe", headers=form)
+    assert not_utf8.status_code == 400
+    many = await post("/admin/login", content=b"&".join([b"a=1"] * 50), headers=form)
+    assert many.status_code == 400
+    async with login(service, service.tokens["all"]) as browser:
+        page = (await browser.get("/admin/calendar")).text
+        csrf = csrf_of(page)
+        for occurrence in (
+            "x@",
+            "@2027-01-01T00:00:00Z",
+            "nope@2027-01-01T00:00:00",
+            "__x@2027-01-01T00:00:00Z",
+            "a@b@c",
+        ):
+            bad = await browser.post(
+                "/admin/calendar/skip", data={"csrf": csrf, "occurrence": occurrence}
+            )
+            assert bad.status_code == 422, (occurrence, bad.status_code)
+        missing = await browser.post(
+            "/admin/calendar/skip", data={"csrf": csrf, "occurrence": "gone@2099-01-01T00:00:00Z"}
+        )
+        assert missing.status_code == 404
+        huge_id = await browser.post(
+            "/admin/calendar/retry", data={"csrf": csrf, "event": str(2**63)}
+        )
+        assert huge_id.status_code == 422
+
+
+async def test_many_busy_schedules_are_capped_not_enumerated(service: Service) -> None:
+    """300 schedules firing every 10 minutes hold 600,000 fires in 14 days; the page
+    draws the soonest 2,000 (merged lazily) and says that more exist."""
+    await service.engine.pool.execute(
+        """
+        INSERT INTO pgwake.schedules (name, spec, timezone, queue, payload, anchor, next_fire_at)
+        SELECT 's' || g, '@every 10m', 'UTC', 'q', '{}', now(), now() + interval '10 minutes'
+        FROM generate_series(1, 300) g
+        """
+    )
+    async with login(service, service.tokens["read"]) as browser:
+        page = await browser.get("/admin/calendar", params={"tz": "UTC"})
+    drawn = items(page.text)
+    assert len(drawn) == 2000
+    assert [i["at"] for i in drawn] == sorted(i["at"] for i in drawn)
+    assert "Not every occurrence is drawn" in page.text
+    print(f"\n[calendar] 300 schedules, {len(drawn)} items: {page.headers['server-timing']}")
