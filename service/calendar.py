@@ -20,6 +20,7 @@ from itertools import islice, takewhile
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
+import anyio
 import asyncpg
 
 from service import recurrence
@@ -140,8 +141,10 @@ class Calendar:
     start: date
     days: list[Day]
     history: list[Past]
-    #: Upcoming occurrences left out by the caps (MAX_ITEMS, MAX_PER_SCHEDULE).
+    #: Upcoming occurrences left out by the caps (MAX_ITEMS, MAX_PER_SCHEDULE, MAX_SCHEDULES).
     truncated: bool = False
+    #: History rows left out by MAX_HISTORY (per kind).
+    history_truncated: bool = False
 
     @property
     def next_start(self) -> date:
@@ -240,10 +243,14 @@ async def load_calendar(
     truncated = False
     if filters.wants("scheduled") and filters.fires:
         rows = await conn.fetch(
-            q.WINDOW_SCHEDULES, end, filters.schedule, filters.queue, MAX_SCHEDULES
+            q.WINDOW_SCHEDULES, end, filters.schedule, filters.queue, MAX_SCHEDULES + 1
         )
-        items, truncated = _merged_fires(rows, begin, end)
-        truncated = truncated or len(rows) == MAX_SCHEDULES
+        # Pure CPU work (a few hundred ms for a thousand cron schedules): off the event
+        # loop, so the runner's loops and other requests keep their timing.
+        items, truncated = await anyio.to_thread.run_sync(
+            _merged_fires, rows[:MAX_SCHEDULES], begin, end
+        )
+        truncated = truncated or len(rows) > MAX_SCHEDULES
     if filters.wants("scheduled") and filters.events:
         rows = await conn.fetch(q.WINDOW_EVENTS, begin, end, filters.event_type, MAX_ITEMS + 1)
         truncated = truncated or len(rows) > MAX_ITEMS
@@ -261,33 +268,47 @@ async def load_calendar(
         day = by_date.get(item.at.astimezone(tz).date())
         if day is not None:
             day.items.append(item)
+    history, history_truncated = await load_history(
+        conn, now - timedelta(hours=HISTORY_HOURS), filters
+    )
     return Calendar(
         zone=zone,
         now=now,
         start=first,
         days=days,
-        history=await load_history(conn, now - timedelta(hours=HISTORY_HOURS), filters),
+        history=history,
         truncated=truncated,
+        history_truncated=history_truncated,
     )
 
 
 async def load_history(
     conn: asyncpg.Connection | asyncpg.Pool, since: datetime, filters: Filters
-) -> list[Past]:
+) -> tuple[list[Past], bool]:
     """Fired boundaries, dispatched and failed events and dead outbox messages since
-    ``since``, newest first (at most MAX_HISTORY of each kind)."""
+    ``since``, newest first.
+
+    Returns:
+        ``(rows, truncated)``: at most MAX_HISTORY rows of each kind; ``truncated``
+        when a kind had more.
+    """
     out: list[Past] = []
+    full = 0  # kinds that hit MAX_HISTORY
     if filters.wants("fired") and filters.fires:
-        for r in await conn.fetch(
-            q.RECENT_FIRES, since, filters.schedule, filters.queue, MAX_HISTORY
-        ):
+        rows = await conn.fetch(
+            q.RECENT_FIRES, since, filters.schedule, filters.queue, MAX_HISTORY + 1
+        )
+        full += len(rows) > MAX_HISTORY
+        for r in rows[:MAX_HISTORY]:
             out.append(
                 Past(r["fired_at"], "fired", r["schedule"], _boundary(r), zone=r["timezone"])
             )
     kinds: tuple[Status, ...] = ("dispatched", "failed")
     wanted = [k for k in kinds if filters.wants(k)]
     if wanted and filters.events:
-        for r in await conn.fetch(q.RECENT_EVENTS, since, filters.event_type, wanted, MAX_HISTORY):
+        rows = await conn.fetch(q.RECENT_EVENTS, since, filters.event_type, wanted, MAX_HISTORY + 1)
+        full += len(rows) > MAX_HISTORY
+        for r in rows[:MAX_HISTORY]:
             out.append(
                 Past(
                     r["updated_at"],
@@ -300,7 +321,9 @@ async def load_history(
             )
     if filters.wants("dead") and filters.dead:
         queue = None if filters.queue is None else backing_queue(filters.queue)
-        for r in await conn.fetch(q.RECENT_DEAD_MESSAGES, since, queue, MAX_HISTORY):
+        rows = await conn.fetch(q.RECENT_DEAD_MESSAGES, since, queue, MAX_HISTORY + 1)
+        full += len(rows) > MAX_HISTORY
+        for r in rows[:MAX_HISTORY]:
             out.append(
                 Past(
                     r["finished_at"],
@@ -312,7 +335,7 @@ async def load_history(
                 )
             )
     out.sort(key=lambda p: p.at, reverse=True)
-    return out
+    return out, full > 0
 
 
 def _boundary(row: asyncpg.Record) -> str:

@@ -23,6 +23,7 @@ import httpx
 from service.leader import Leader
 from service.outbox import backing_queue
 from service.queries import outbox as outbox_q
+from service.sessions import prune_sessions
 from service.webhooks import WebhookDelivery, WebhookTarget
 from service.worker import REAPER_TOPIC, error_text, run_worker
 
@@ -169,12 +170,15 @@ class Runner:
             await waiter.wait(timeout)
 
     async def _pruner(self) -> None:
-        """Delete completed jobs past their queue's retention (R-Q10) and old fire history."""
+        """Delete completed jobs past their queue's retention (R-Q10), old fire history
+        and expired admin sessions."""
         e = self.engine
         while True:
             while await e.queues.prune_done() > 0:
                 await anyio.lowlevel.checkpoint()
             while await e.schedules.prune_fires() > 0:
+                await anyio.lowlevel.checkpoint()
+            while await prune_sessions(e.pool) > 0:
                 await anyio.lowlevel.checkpoint()
             e.health.beat("pruner")
             await anyio.sleep(PRUNE_EVERY_SECONDS)

@@ -20,6 +20,8 @@ from service.tokens import hash_token
 
 #: Default session lifetime in seconds (12 hours).
 DEFAULT_TTL_SECONDS = 12 * 3600.0
+#: Live sessions one token may hold; logging in again ends the oldest beyond it.
+MAX_SESSIONS_PER_TOKEN = 20
 
 
 @dataclass(frozen=True)
@@ -61,7 +63,8 @@ async def open_session(
 
     Returns:
         ``(session_id, session)``: the id goes into the cookie and nowhere else.
-        None when the token is unknown or revoked (nothing is stored).
+        None when the token is unknown or revoked (nothing is stored). A token keeps
+        at most MAX_SESSIONS_PER_TOKEN sessions: the oldest beyond it end.
     """
     if not api_token or len(api_token) > 512:
         return None
@@ -72,6 +75,7 @@ async def open_session(
     )
     if row is None:
         return None
+    await pool.execute(q.TRIM_SESSIONS, row["id"], MAX_SESSIONS_PER_TOKEN)
     return session_id, Session(row["name"], frozenset(row["permissions"]), csrf, timezone)
 
 

@@ -13,6 +13,8 @@ CREATE TABLE pgwake.admin_sessions (
 );
 
 CREATE INDEX admin_sessions_expires_idx ON pgwake.admin_sessions (expires_at);
+-- A token's sessions, newest first: the per-token cap and ON DELETE CASCADE.
+CREATE INDEX admin_sessions_token_idx ON pgwake.admin_sessions (token_id, created_at);
 
 -- The calendar's history: events dispatched or failed in the last day, newest first.
 CREATE INDEX scheduled_events_history_idx ON pgwake.scheduled_events (updated_at)

@@ -44,10 +44,17 @@ from service.http.body import read_limited
 from service.http.models import NAME_PATTERN
 from service.tokens import authenticate
 
-COOKIE = "pgwake_session"
-COOKIE_PATH = "/admin"
+#: The session cookie. When Secure, the ``__Host-`` prefix makes browsers refuse a
+#: cookie of that name set by another site or path (RFC 6265bis §4.1.3.2), so none
+#: can be planted beside ours; without Secure the prefix is not allowed.
+COOKIE = "__Host-pgwake_session"
+COOKIE_INSECURE = "pgwake_session"
+#: How many cookies of our name one request may present; each is tried.
+MAX_SESSION_COOKIES = 4
 LOGIN = "/admin/login"
 CALENDAR = "/admin/calendar"
+#: The last first day a window can have (its 14 days must end before year 10000).
+LAST_START = date(9999, 12, 1)
 #: Filter and view parameters a redirect back to the calendar keeps.
 VIEW_KEYS = ("tz", "start", "queue", "schedule", "event_type", "status")
 SECURITY_HEADERS = {
@@ -90,7 +97,9 @@ class CalendarQuery(BaseModel):
     model_config = ConfigDict(extra="ignore", regex_engine="python-re")
 
     tz: Annotated[str | None, pydantic.BeforeValidator(_blank_to_none)] = None
-    start: Annotated[date | None, pydantic.BeforeValidator(_blank_to_none)] = None
+    start: Annotated[
+        date | None, pydantic.BeforeValidator(_blank_to_none), Field(le=LAST_START)
+    ] = None
     queue: _Name = None
     schedule: _Name = None
     event_type: Annotated[
@@ -106,8 +115,8 @@ class CalendarQuery(BaseModel):
     @pydantic.field_validator("tz")
     @classmethod
     def _zone(cls, value: str | None) -> str | None:
-        if value is not None:
-            recurrence.zone(value)  # InvalidTimezone is a ValueError: a field error
+        if value is not None and value not in _zones():
+            raise ValueError(f"{value!r} is not an IANA time zone this page offers")
         return value
 
 
@@ -145,13 +154,22 @@ class SkipForm(_Form):
         return value
 
 
+def _digits(value: object) -> object:
+    if not (isinstance(value, str) and value.isascii() and value.isdigit()):
+        raise ValueError("must be a positive integer in decimal digits")
+    return value
+
+
+_Id = Annotated[int, pydantic.BeforeValidator(_digits), Field(ge=1, le=2**63 - 1)]
+
+
 class EventForm(_Form):
-    event: Annotated[int, Field(ge=1, le=2**63 - 1)]
+    event: _Id
 
 
 class RequeueForm(_Form):
     outbox: Annotated[str, Field(pattern=NAME_PATTERN)]
-    message: Annotated[int, Field(ge=1, le=2**63 - 1)]
+    message: _Id
 
 
 # -- rendering -------------------------------------------------------------------------
@@ -166,7 +184,21 @@ def _templates() -> jinja2.Environment:
         lstrip_blocks=True,
         undefined=jinja2.StrictUndefined,
     )
+    env.filters["visible"] = visible
     return env
+
+
+#: Control characters and bidirectional overrides (which can make rendered text
+#: read differently from what is stored) are shown as ``<U+XXXX>``.
+_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(value: object) -> str:
+    """User text as it may safely be shown: every control or bidi character spelled
+    out. Escaping for HTML stays the template's (autoescape)."""
+    if value is None:
+        return ""
+    return _INVISIBLE.sub(lambda m: f"<U+{ord(m.group()):04X}>", str(value))
 
 
 @cache
@@ -198,6 +230,26 @@ def _cookie_secure(request: Request) -> bool:
     return bool(getattr(request.app.state, "cookie_secure", True))
 
 
+def _cookie_name(request: Request) -> str:
+    return COOKIE if _cookie_secure(request) else COOKIE_INSECURE
+
+
+def _session_ids(request: Request) -> list[str]:
+    """Every value of the session cookie in the raw ``Cookie`` header, in order.
+
+    Starlette keeps only the last of several cookies of one name; a second cookie
+    (say, planted with a broader path) must not hide or replace the real one.
+    """
+    name = _cookie_name(request)
+    out: list[str] = []
+    for header in request.headers.getlist("cookie"):
+        for part in header.split(";"):
+            key, sep, value = part.strip().partition("=")
+            if sep and key == name and value:
+                out.append(value.strip('"'))
+    return out[:MAX_SESSION_COOKIES]
+
+
 def _same_origin(request: Request) -> bool:
     """False for a cross-site form post (Fetch Metadata, then the Origin header)."""
     if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
@@ -222,14 +274,16 @@ class Viewer:
 
 async def _viewer(request: Request) -> Viewer | None:
     pool = _engine(request).pool
-    session = await sessions.get_session(pool, request.cookies.get(COOKIE))
-    if session is not None:
-        return Viewer(
-            name=session.token_name,
-            permissions=session.permissions,
-            csrf=session.csrf_token,
-            timezone=session.timezone,
-        )
+    for session_id in _session_ids(request):
+        session = await sessions.get_session(pool, session_id)
+        if session is not None:
+            request.state.session_id = session_id
+            return Viewer(
+                name=session.token_name,
+                permissions=session.permissions,
+                csrf=session.csrf_token,
+                timezone=session.timezone,
+            )
     scheme, _, token = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() == "bearer" and token.strip():
         found = await authenticate(pool, token.strip())
@@ -285,12 +339,14 @@ async def login(request: Request) -> Response:
     )
     if opened is None:  # revoked between the two statements
         return _login(request, 401, "That token is unknown or revoked.")
+    for old in _session_ids(request):  # a new login replaces the browser's old session
+        await sessions.close_session(pool, old)
     response = RedirectResponse(CALENDAR, 303)
     response.set_cookie(
-        COOKIE,
+        _cookie_name(request),
         opened[0],
         max_age=int(request.app.state.session_ttl),
-        path=COOKIE_PATH,
+        path="/",
         secure=_cookie_secure(request),
         httponly=True,
         samesite="strict",
@@ -307,9 +363,12 @@ async def logout(request: Request) -> Response:
         return _message(request, exc.status, "Invalid form", exc.detail)
     if viewer is not None and (not _same_origin(request) or not _csrf_ok(viewer, form.get("csrf"))):
         return _message(request, 403, "Refused", "The form was stale or came from another site.")
-    await sessions.close_session(_engine(request).pool, request.cookies.get(COOKIE))
+    for session_id in _session_ids(request):
+        await sessions.close_session(_engine(request).pool, session_id)
     response = RedirectResponse(LOGIN, 303)
-    response.delete_cookie(COOKIE, path=COOKIE_PATH, secure=_cookie_secure(request), httponly=True)
+    response.delete_cookie(
+        _cookie_name(request), path="/", secure=_cookie_secure(request), httponly=True
+    )
     return response
 
 
@@ -417,6 +476,17 @@ async def calendar_page(request: Request) -> Response:
     return response
 
 
+def _view(back: str) -> dict[str, str]:
+    """The view keys of a control's ``back`` field, or none when they would not
+    render (the action is done either way, and its notice must show)."""
+    view = {k: v for k, v in parse_qsl(back) if k in VIEW_KEYS}
+    try:
+        CalendarQuery.model_validate(view)
+    except pydantic.ValidationError:
+        return {}
+    return view
+
+
 def _changed(view: dict[str, str], changes: dict[str, Any]) -> dict[str, str]:
     out = {**view, **{k: str(v) for k, v in changes.items() if v is not None}}
     return {k: v for k, v in out.items() if k not in changes or changes[k] is not None}
@@ -429,10 +499,12 @@ class _Formatter:
         self.zone = zone
 
     def time(self, at: datetime) -> str:
-        return at.astimezone(self.zone).strftime("%H:%M")
+        """``HH:MM``, or ``HH:MM:SS`` for an instant off the whole minute."""
+        local = at.astimezone(self.zone)
+        return local.strftime("%H:%M:%S" if local.second or local.microsecond else "%H:%M")
 
     def when(self, at: datetime) -> str:
-        return at.astimezone(self.zone).strftime("%a %d %b %H:%M")
+        return at.astimezone(self.zone).strftime("%a %d %b ") + self.time(at)
 
     def own(self, at: datetime, zone: str) -> str:
         local = at.astimezone(recurrence.zone(zone))
@@ -480,8 +552,9 @@ def _control(model: type[_Form], act: Callable[[Engine, Any], Awaitable[str]]) -
             return _message(request, 404, "Not found", str(exc))
         except PgwakeError as exc:
             return _message(request, exc.status, "Refused", str(exc))
-        view = {k: v for k, v in parse_qsl(parsed.back) if k in VIEW_KEYS}
-        return RedirectResponse(CALENDAR + "?" + urlencode({**view, "done": done}), 303)
+        return RedirectResponse(
+            CALENDAR + "?" + urlencode({**_view(parsed.back), "done": done}), 303
+        )
 
     return control
 

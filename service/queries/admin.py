@@ -14,7 +14,16 @@ WITH t AS (
     SELECT $1, t.id, $3, $4, now() + make_interval(secs => $5) FROM t
     RETURNING token_id
 )
-SELECT t.name, t.permissions FROM t JOIN s ON s.token_id = t.id
+SELECT t.id, t.name, t.permissions FROM t JOIN s ON s.token_id = t.id
+"""
+
+# $1 token id $2 sessions kept. A token's sessions beyond the newest $2 end.
+TRIM_SESSIONS = """
+DELETE FROM pgwake.admin_sessions
+WHERE id_hash IN (
+    SELECT id_hash FROM pgwake.admin_sessions WHERE token_id = $1
+    ORDER BY created_at DESC OFFSET $2
+)
 """
 
 # $1 id hash. The token's live permissions: a revoked token's sessions end at once.

@@ -74,7 +74,7 @@ async def test_operator_journey(service: Service, browser: Any) -> None:
     assert await page.evaluate("document.activeElement.textContent") == "Log in"
     await page.keyboard.press("Enter")
     await page.wait_for_url("**/admin/calendar")
-    cookie = next(c for c in await context.cookies() if c["name"] == "pgwake_session")
+    cookie = next(c for c in await context.cookies() if c["name"] == "__Host-pgwake_session")
     assert cookie["httpOnly"] and cookie["secure"] and cookie["sameSite"] == "Strict"
     assert await page.evaluate("document.cookie") == ""  # HttpOnly: no script can read it
     # The browser's zone (Europe/Berlin) was sent at login and is the default.

@@ -18,10 +18,14 @@ from typing import Any
 import httpx
 import pytest
 
+from service import sessions
+from service.config import Settings
 from service.events import Event
 from service.http.admin import COOKIE
+from service.http.app import create_app
 from service.tokens import create_token, revoke_token
 from tests.e2e.conftest import Service
+from tests.support import serve
 
 ITEM = re.compile(
     r'<li class="item (?P<kind>\w+)" data-kind="\w+" data-name="(?P<name>[^"]*)" '
@@ -41,8 +45,10 @@ async def login(
     async with httpx.AsyncClient(base_url=service.url) as client:
         response = await client.post("/admin/login", data={"token": token, "tz": tz})
         assert response.status_code == 303, response.text
-        # httpx keeps Secure cookies only for https; the test server is plain http on loopback.
-        client.cookies.set(COOKIE, response.cookies[COOKIE], path="/admin")
+        # One cookie, whatever httpx's jar made of the Secure one on plain-http loopback.
+        value = response.cookies[COOKIE]
+        client.cookies.clear()
+        client.cookies.set(COOKIE, value, path="/")
         yield client
 
 
@@ -84,7 +90,8 @@ async def test_the_page_needs_a_session_with_read(service: Service) -> None:
     ok = await service.client.post("/admin/login", data={"token": service.tokens["read"]})
     assert ok.status_code == 303 and ok.headers["location"] == "/admin/calendar"
     cookie = ok.headers["set-cookie"]
-    for attribute in ("HttpOnly", "Secure", "SameSite=strict", "Path=/admin"):
+    assert cookie.startswith("__Host-pgwake_session=")
+    for attribute in ("HttpOnly", "Secure", "SameSite=strict", "Path=/;"):
         assert attribute in cookie, cookie
     assert service.tokens["read"] not in cookie  # the cookie carries a session id, not the token
 
@@ -254,6 +261,8 @@ async def test_filters_and_bad_parameters(service: Service) -> None:
         assert await names(queue="", schedule="", event_type="", status="") == {"a", "b", "ping"}
         for bad in (
             {"tz": "Mars/Olympus"},
+            {"tz": "Factory"},
+            {"start": "9999-12-31"},
             {"start": "2027-02-30"},
             {"queue": "__x"},
             {"status": "lost"},
@@ -347,10 +356,11 @@ async def test_odd_form_bodies_get_clear_errors(service: Service) -> None:
             "/admin/calendar/skip", data={"csrf": csrf, "occurrence": "gone@2099-01-01T00:00:00Z"}
         )
         assert missing.status_code == 404
-        huge_id = await browser.post(
-            "/admin/calendar/retry", data={"csrf": csrf, "event": str(2**63)}
-        )
-        assert huge_id.status_code == 422
+        for event in (str(2**63), "1_0", "\uff11", "-1", "0", ""):
+            bad_id = await browser.post(
+                "/admin/calendar/retry", data={"csrf": csrf, "event": event}
+            )
+            assert bad_id.status_code == 422, event
 
 
 async def test_many_busy_schedules_are_capped_not_enumerated(service: Service) -> None:
@@ -370,3 +380,70 @@ async def test_many_busy_schedules_are_capped_not_enumerated(service: Service) -
     assert [i["at"] for i in drawn] == sorted(i["at"] for i in drawn)
     assert "Not every occurrence is drawn" in page.text
     print(f"\n[calendar] 300 schedules, {len(drawn)} items: {page.headers['server-timing']}")
+
+
+async def test_a_planted_second_cookie_neither_hides_nor_replaces_the_session(
+    service: Service,
+) -> None:
+    async with login(service, service.tokens["read"]) as browser:
+        real = browser.cookies[COOKIE]
+    for header in (f"{COOKIE}=bogus; {COOKIE}={real}", f"{COOKIE}={real}; {COOKIE}=bogus"):
+        page = await service.client.get("/admin/calendar", headers={"cookie": header})
+        assert page.status_code == 200, header
+
+
+async def test_sessions_are_bounded_per_token_and_replaced_at_login(service: Service) -> None:
+    async with login(service, service.tokens["read"]) as browser:
+        first = browser.cookies[COOKIE]
+        again = await browser.post("/admin/login", data={"token": service.tokens["read"]})
+        assert again.status_code == 303
+    old = await service.client.get("/admin/calendar", headers={"cookie": f"{COOKIE}={first}"})
+    assert old.status_code == 303  # the new login ended the browser's old session
+    for _ in range(25):
+        await service.client.post("/admin/login", data={"token": service.tokens["read"]})
+    live = await service.engine.pool.fetchval(
+        "SELECT count(*) FROM pgwake.admin_sessions s JOIN pgwake.api_tokens t "
+        "ON t.id = s.token_id WHERE t.name = 'reader'"
+    )
+    assert live == sessions.MAX_SESSIONS_PER_TOKEN
+
+
+async def test_user_text_is_escaped_and_controls_are_spelled_out(service: Service) -> None:
+    tricky = 'acct-42\u202elortnoc<script>alert(1)</script>\x07"'
+    await service.engine.events.store(
+        tricky, datetime.now(UTC) + timedelta(hours=1), FACTS, subject_id=tricky
+    )
+    async with login(service, service.tokens["all"]) as browser:
+        page = (await browser.get("/admin/calendar")).text
+    assert "<script>alert" not in page and "\u202e" not in page and "\x07" not in page
+    assert "acct-42&lt;U+202E&gt;lortnoc&lt;script&gt;alert(1)&lt;/script&gt;&lt;U+0007&gt;" in page
+
+
+async def test_a_control_with_a_stale_view_still_reports_what_it_did(service: Service) -> None:
+    await service.engine.schedules.schedule("hourly", "0 * * * *", "q", {})
+    async with login(service, service.tokens["all"]) as browser:
+        page = (await browser.get("/admin/calendar")).text
+        first = items(page)[0]
+        done = await browser.post(
+            "/admin/calendar/skip",
+            data={
+                "csrf": csrf_of(page),
+                "occurrence": f"hourly@{first['at']}",
+                "back": "tz=Nope/Zone&queue=q",
+            },
+        )
+    assert done.headers["location"] == "/admin/calendar?done=skipped"
+
+
+async def test_without_secure_cookies_the_session_still_works(engine: Any) -> None:
+    """PGWAKE_COOKIE_SECURE=false (plain HTTP on a trusted network): no Secure flag,
+    so no __Host- prefix either."""
+    token = await create_token(engine.pool, "plain", ["read"])
+    app = create_app(Settings(PGWAKE_COOKIE_SECURE=False), engine=engine, run_runner=False)
+    async with serve(app) as url, httpx.AsyncClient(base_url=url) as client:
+        response = await client.post("/admin/login", data={"token": token})
+        cookie = response.headers["set-cookie"]
+        assert cookie.startswith("pgwake_session=") and "Secure" not in cookie
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie
+        page = await client.get("/admin/calendar")  # httpx keeps a non-Secure cookie
+    assert page.status_code == 200 and "Logged in as <strong>plain</strong>" in page.text
