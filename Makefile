@@ -79,10 +79,16 @@ bench: $(STAMP) $(PEERS)/.installed ## pgwake vs PgQueuer vs Procrastinate (BENC
 bench-smoke: $(STAMP) $(PEERS)/.installed ## The bench harness at tiny sizes (CI: it works, not the numbers)
 	$(BIN)/python bench/run.py --smoke --out bench/results/smoke.json
 
+# The bench files that run in the project venv (the peers' drivers import PgQueuer and
+# Procrastinate, installed only in bench/.venv-peers).
+BENCH_TYPED := bench/run.py bench/systems/common.py bench/systems/pgwake_driver.py \
+               bench/systems/pgbench_limit_driver.py
+
 lint: $(STAMP) ## ruff + mypy --strict
 	$(BIN)/ruff check service tests bench docs
 	$(BIN)/ruff format --check service tests bench docs
 	$(BIN)/mypy
+	$(BIN)/mypy --strict $(BENCH_TYPED)
 
 fmt: $(STAMP) ## Format and autofix
 	$(BIN)/ruff format service tests bench docs

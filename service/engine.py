@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import asyncpg
@@ -36,6 +36,8 @@ from service.queues import ENGINE_DEFAULTS, QueueDefaults, Queues
 from service.schedules import Schedules
 from service.wakeup import WakeHub
 from service.worker import JobHandler
+
+H = TypeVar("H", bound=JobHandler)
 
 
 class Engine:
@@ -191,11 +193,11 @@ class Engine:
             self.events.handler = handler
         return handler
 
-    def handler(self, queue: str, *, concurrency: int = 1) -> Any:
+    def handler(self, queue: str, *, concurrency: int = 1) -> Callable[[H], H]:
         """Decorator registering ``async (Job) -> Any`` as the worker for ``queue`` (R-X2)."""
         check_name(queue, kind="queue")
 
-        def register(fn: JobHandler) -> JobHandler:
+        def register(fn: H) -> H:
             self._job_handlers[queue] = (fn, concurrency)
             return fn
 

@@ -11,7 +11,7 @@ import json
 import statistics
 import sys
 import time
-from typing import Any
+from typing import Any, NoReturn
 
 WORKLOADS = (
     "throughput",
@@ -20,6 +20,7 @@ WORKLOADS = (
     "pickup_latency",
     "delayed_lag",
     "idle",
+    "scale_claim",
 )
 
 
@@ -34,6 +35,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--delayed", type=int, default=1000, help="delayed jobs")
     parser.add_argument("--window", type=float, default=20.0, help="delayed spread, seconds")
     parser.add_argument("--idle", type=float, default=60.0, help="idle seconds")
+    parser.add_argument("--rows", type=int, default=0, help="scale_claim: rows not due")
+    parser.add_argument("--claims", type=int, default=20, help="scale_claim: claims timed")
     return parser.parse_args()
 
 
@@ -84,6 +87,6 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     print(message, file=sys.stderr)
     raise SystemExit(2)
