@@ -18,6 +18,7 @@ from service.errors import (
     ReservedName,
 )
 from service.jobs import NewJob
+from service.queries.jobs import CLAIM
 
 
 async def test_enqueue_claim_ack_deletes(engine: Engine) -> None:
@@ -53,6 +54,32 @@ async def test_claim_order_priority_then_run_at_then_id(engine: Engine) -> None:
     jobs = await engine.claim("o", "w", 10)
     assert [j.id for j in jobs] == [high, low_old, low_new, low_new2]
     assert future not in [j.id for j in jobs]
+
+
+async def test_claim_spans_priority_levels_past_future_jobs(engine: Engine) -> None:
+    """Due work under a level of not-yet-due higher-priority jobs is claimed in claim
+    order across levels (R-Q3), and a claim locks only the rows it returns."""
+    now = datetime.now(UTC)
+    for _ in range(3):
+        await engine.enqueue("lv", {}, priority=9, delay=3600)  # a level with nothing due
+    p5 = [
+        await engine.enqueue("lv", {}, priority=5, run_at=now - timedelta(seconds=s))
+        for s in (3, 1)
+    ]
+    await engine.enqueue("lv", {}, priority=5, delay=3600)
+    p0 = [await engine.enqueue("lv", {}, run_at=now - timedelta(seconds=s)) for s in (9, 8, 7)]
+    pm = await engine.enqueue("lv", {}, priority=-3, run_at=now - timedelta(seconds=60))
+    async with engine.pool.acquire() as claimer, claimer.transaction():
+        rows = await claimer.fetch(CLAIM, "lv", "w", 4)
+        # Another session sees every other pending row as free.
+        free = await engine.pool.fetch(
+            "SELECT id FROM pgwake.jobs WHERE queue = 'lv' AND status = 'pending' "
+            "FOR UPDATE SKIP LOCKED"
+        )
+        assert len(free) == 3 + 1 + 1 + 1  # the future ones, one p0 and the p-3 job
+    assert sorted(r["id"] for r in rows) == sorted([*p5, *p0[:2]])
+    jobs = await engine.claim("lv", "w", 10)
+    assert [j.id for j in jobs] == [p0[2], pm]
 
 
 async def test_enqueue_tx_rollback_and_commit(engine: Engine) -> None:
