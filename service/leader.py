@@ -79,7 +79,7 @@ class Leader:
         Raises:
             LeadershipLost: this runner does not hold ``__scheduler``; nothing fired.
         """
-        async with self.queues.pool.acquire() as conn, conn.transaction():
+        async with self.queues.sql.acquire() as conn, conn.transaction():
             # The fence holds the lock row until commit: a leader frozen mid-tick (GC
             # pause, SIGSTOP) must not block every standby's takeover, so the server
             # ends a tick that sits idle for longer than the lease.
@@ -208,7 +208,7 @@ class Leader:
                     log.warning("%s lost leadership of %s; standing by", self.owner, LEADER_LOCK)
                     raise
                 self.health.beat("scheduler")
-                v = await self.queues.pool.fetchval(q.NEXT_FIRE_IN)
+                v = await self.queues.sql.fetchval(q.NEXT_FIRE_IN)
                 sleep = RENEW_EVERY_SECONDS if v is None else max(0.0, min(v, RENEW_EVERY_SECONDS))
                 await waiter.wait(min(sleep, self.poll_seconds))
         finally:

@@ -1,0 +1,125 @@
+"""Round trips and session hygiene of the shared pool (issue 6).
+
+pgwake's own statements release their pool connection without asyncpg's reset
+query (one round trip and one transaction less per call); anything else done on
+a pooled connection (the caller's code, an event handler) is still reset, so no
+LISTEN, session ``SET`` or advisory lock leaks to the next borrower.
+
+Statements are counted with asyncpg's query logger on a one-connection pool:
+every statement the client sends on that connection is recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+
+import asyncpg
+import pytest
+
+from service.engine import Engine
+from service.events import Event
+from service.queries import jobs as jobs_q
+
+FACTS = {"facts_version": 1, "scenario": "s"}
+
+
+class Recorder:
+    """The statements sent on the pool's one connection, whitespace-folded."""
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    def __call__(self, record: asyncpg.connection.LoggedQuery) -> None:
+        self.queries.append(" ".join(record.query.split()))
+
+    def resets(self) -> int:
+        return sum("RESET ALL" in q for q in self.queries)
+
+
+@pytest.fixture
+async def one_conn_engine(clean_db: str) -> AsyncIterator[tuple[Engine, Recorder]]:
+    """An engine whose pool holds exactly one connection, with a query recorder on it."""
+    rec = Recorder()
+    async with Engine(clean_db, migrate=False, pool_min=1, pool_max=1) as eng:
+        async with eng.pool.acquire() as conn:
+            conn.add_query_logger(rec)
+        await eng.enqueue("warm-up", {})  # asyncpg introspects the array types once
+        rec.queries.clear()
+        yield eng, rec
+
+
+async def _session_state(engine: Engine) -> tuple[list[str], int, str]:
+    """(channels listened on, advisory locks held, application_name) of the pool's
+    connection as the next borrower finds it."""
+    async with engine.pool.acquire() as conn:
+        row = await conn.fetchrow(
+            """SELECT ARRAY(SELECT pg_listening_channels()) AS channels,
+                      (SELECT count(*) FROM pg_locks
+                       WHERE locktype = 'advisory' AND pid = pg_backend_pid()) AS locks,
+                      current_setting('application_name') AS app"""
+        )
+    assert row is not None
+    return list(row["channels"]), int(row["locks"]), str(row["app"])
+
+
+async def test_single_enqueue_is_one_statement(one_conn_engine: tuple[Engine, Recorder]) -> None:
+    """Issue 6 / R-Q1: ``enqueue`` sends its INSERT and nothing else (no BEGIN/COMMIT,
+    no reset query on release), and its NOTIFY still wakes a listener (R-Q9)."""
+    engine, rec = one_conn_engine
+    heard: list[str] = []
+    got = asyncio.Event()
+    assert engine.dsn is not None
+    listener = await asyncpg.connect(engine.dsn)
+    try:
+        await listener.add_listener("pgwake", lambda *args: (heard.append(str(args[3])), got.set()))
+        ids = [await engine.enqueue("rt", {"i": i}) for i in range(5)]
+        ids.append(await engine.enqueue("rt", {"i": 5}, dedupe_key="k"))
+        assert await engine.enqueue("rt", {"i": 6}, dedupe_key="k") == ids[-1]  # R-Q7
+        await asyncio.wait_for(got.wait(), 5)
+    finally:
+        await listener.close()
+    enqueue = " ".join(jobs_q.ENQUEUE.split())
+    find = " ".join(jobs_q.FIND_LIVE_BY_DEDUPE.split())
+    # Six inserts; the dedupe hit is an insert that conflicts plus one lookup.
+    assert rec.queries == [enqueue] * 7 + [find], rec.queries
+    assert len(set(ids)) == 6
+    assert "job:rt" in heard
+
+
+async def test_callers_session_state_is_still_reset(
+    one_conn_engine: tuple[Engine, Recorder],
+) -> None:
+    """The caller's LISTEN, session SET and advisory lock on a pooled connection are
+    reset on release, also when pgwake statements ran on that connection since."""
+    engine, rec = one_conn_engine
+    async with engine.pool.acquire() as conn:
+        await conn.execute("LISTEN caller_channel")
+        await conn.execute("SET application_name = 'leaky'")
+        await conn.fetchval("SELECT pg_advisory_lock(42)")
+    await engine.enqueue("rt", {})  # a pgwake statement in between
+    assert rec.resets() == 1
+    # The pool's own shortcuts are the caller's code too.
+    await engine.pool.fetchval("SELECT pg_advisory_lock(43)")
+    assert rec.resets() == 2
+    assert await _session_state(engine) == ([], 0, "")
+
+
+async def test_event_handler_session_state_is_reset(
+    one_conn_engine: tuple[Engine, Recorder],
+) -> None:
+    """A dispatch that ran a handler resets its connection (the handler may have set
+    session state); a dispatch that found nothing due sends no reset."""
+    engine, rec = one_conn_engine
+
+    @engine.on_event
+    async def handler(event: Event, conn: asyncpg.Connection) -> None:
+        await conn.execute("SELECT set_config('application_name', 'handler', false)")
+
+    assert await engine.events.dispatch_once() == 0
+    assert rec.resets() == 0
+    await engine.events.store("rt", datetime(2020, 1, 1, tzinfo=UTC), FACTS)
+    assert await engine.events.dispatch_once() == 1
+    assert rec.resets() == 1
+    assert await _session_state(engine) == ([], 0, "")
