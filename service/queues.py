@@ -138,6 +138,13 @@ class Queues:
         run = self.sql if executor is self.pool else executor
         if isinstance(run, asyncpg.Pool):
             run = Statements(run)
+        if len(rows) == 1:
+            # One job (every single enqueue): scalar parameters, no arrays to unnest.
+            rec = await run.fetchrow(q.ENQUEUE_ONE, queue, *rows[0], *defaults)
+            if rec is not None:
+                self.metrics.enqueued.labels(queue).inc()
+                return [int(rec["id"])]
+            # Its dedupe key belongs to a live job: resolved below, as in a batch.
         cols = list(zip(*rows, strict=True))
         args = (
             [queue] * len(rows),
@@ -155,7 +162,7 @@ class Queues:
         for i, key in enumerate(cols[5]):
             if key is not None:
                 want.setdefault(key, []).append(i)
-        inserted = await run.fetch(q.ENQUEUE, *args)
+        inserted = await run.fetch(q.ENQUEUE, *args) if len(rows) > 1 else []
         if inserted:
             self.metrics.enqueued.labels(queue).inc(len(inserted))
         unkeyed = iter(i for i, key in enumerate(cols[5]) if key is None)

@@ -80,7 +80,7 @@ async def test_single_enqueue_is_one_statement(one_conn_engine: tuple[Engine, Re
         await asyncio.wait_for(got.wait(), 5)
     finally:
         await listener.close()
-    enqueue = " ".join(jobs_q.ENQUEUE.split())
+    enqueue = " ".join(jobs_q.ENQUEUE_ONE.split())
     find = " ".join(jobs_q.FIND_LIVE_BY_DEDUPE.split())
     # Six inserts; the dedupe hit is an insert that conflicts plus one lookup.
     assert rec.queries == [enqueue] * 7 + [find], rec.queries
