@@ -15,12 +15,16 @@ import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
+import anyio
 import asyncpg
 import pytest
 
 from service.engine import Engine
 from service.events import Event
+from service.identity import instance_id
+from service.leader import Leader
 from service.queries import jobs as jobs_q
+from service.queries import schedules as schedules_q
 
 FACTS = {"facts_version": 1, "scenario": "s"}
 
@@ -123,3 +127,40 @@ async def test_event_handler_session_state_is_reset(
     assert await engine.events.dispatch_once() == 1
     assert rec.resets() == 1
     assert await _session_state(engine) == ([], 0, "")
+
+
+async def test_idle_leader_iteration_is_one_transaction(
+    one_conn_engine: tuple[Engine, Recorder],
+) -> None:
+    """R-S6/R-S9, issue 6: an idle leader's iteration (renew the lease, tick, read the
+    next deadline) is one transaction; outside transactions it sends only the lock's
+    acquisition and release, and no reset query."""
+    engine, rec = one_conn_engine
+    await engine.schedules.schedule("nightly", "0 3 * * *", "idle", {})
+    leader = Leader(engine.queues, engine.locks, engine.hub, engine.health, owner=instance_id())
+    rec.queries.clear()
+    stop = anyio.Event()
+    task = asyncio.get_running_loop().create_task(leader.run_schedules(stop))
+    for _ in range(3):  # three iterations: the first, then two woken by "schedules"
+        while rec.queries.count("COMMIT;") < 1 + _:
+            await asyncio.sleep(0.01)
+        engine.hub.notify("schedules")
+    stop.set()
+    engine.hub.notify("schedules")
+    await asyncio.wait_for(task, 10)
+
+    outside: list[str] = []
+    depth = 0
+    for query in rec.queries:
+        if query.startswith("BEGIN"):
+            depth += 1
+        elif query.startswith(("COMMIT", "ROLLBACK")):
+            depth -= 1
+        elif depth == 0:
+            outside.append(query)
+    iterations = rec.queries.count("COMMIT;")
+    assert iterations >= 3
+    assert [q.split()[0] for q in outside] == ["INSERT", "DELETE"], outside  # lock, unlock
+    next_fire = " ".join(schedules_q.NEXT_FIRE_IN.split())
+    assert rec.queries.count(next_fire) == iterations
+    assert rec.resets() == 0
