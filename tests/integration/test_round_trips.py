@@ -12,8 +12,10 @@ every statement the client sends on that connection is recorded.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import asyncpg
@@ -23,8 +25,10 @@ from service.engine import Engine
 from service.events import Event
 from service.identity import instance_id
 from service.leader import Leader
+from service.listener import Listener
 from service.queries import jobs as jobs_q
 from service.queries import schedules as schedules_q
+from service.wakeup import WakeHub
 
 FACTS = {"facts_version": 1, "scenario": "s"}
 
@@ -164,3 +168,73 @@ async def test_idle_leader_iteration_is_one_transaction(
     next_fire = " ".join(schedules_q.NEXT_FIRE_IN.split())
     assert rec.queries.count(next_fire) == iterations
     assert rec.resets() == 0
+
+
+class SilentProxy:
+    """A TCP relay to the test server whose open connections can be frozen: bytes are
+    dropped in both directions and the sockets stay open (no FIN, no RST), as when a
+    route disappears. Connections opened after :meth:`freeze` relay normally."""
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.frozen: set[int] = set()
+        self.conns: list[tuple[int, asyncio.StreamWriter, asyncio.StreamWriter]] = []
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return int(self.server.sockets[0].getsockname()[1])
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
+        n = len(self.conns)
+        self.conns.append((n, writer, up_writer))
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            while data := await src.read(65536):
+                if n not in self.frozen:
+                    dst.write(data)
+                    await dst.drain()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+    def freeze(self) -> None:
+        self.frozen.update(n for n, _, _ in self.conns)
+
+    async def close(self) -> None:
+        for _, a, b in self.conns:
+            a.close()
+            b.close()
+        if self.server is not None:
+            self.server.close()
+
+
+async def test_listener_probe_finds_a_silently_dead_connection(engine: Engine) -> None:
+    """R-X1: a LISTEN connection that goes silent (no FIN, no RST: the termination
+    callback never fires) is found by the probe and replaced; NOTIFY reaches the
+    hub again. The probe is what the 15 s keepalive keeps; here it is shortened."""
+    assert engine.dsn is not None
+    url = urlsplit(engine.dsn)
+    proxy = SilentProxy(url.hostname or "127.0.0.1", url.port or 5432)
+    port = await proxy.start()
+    dsn = urlunsplit(url._replace(netloc=f"{url.username}@127.0.0.1:{port}"))
+    hub = WakeHub()
+    listener = Listener(dsn, hub, keepalive_seconds=0.2, probe_timeout_seconds=0.5)
+    task = asyncio.get_running_loop().create_task(listener.run())
+    try:
+        await asyncio.wait_for(listener.connected.wait(), 10)
+        proxy.freeze()
+
+        async def replaced() -> None:
+            while not (listener.reconnects >= 1 and listener.is_connected):
+                await asyncio.sleep(0.02)
+
+        await asyncio.wait_for(replaced(), 15)
+        waiter = hub.arm("ping")
+        await engine.pool.execute("NOTIFY pgwake, 'ping'")
+        assert await waiter.wait(10)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await proxy.close()
