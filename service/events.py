@@ -24,7 +24,7 @@ import asyncpg
 from asyncpg import Record
 
 from service.checks import check_id, check_int, check_text, require_text
-from service.db import Connection
+from service.db import Connection, Statements, mark_clean
 from service.errors import Conflict, NotFound, PgwakeError, ValidationError
 from service.health import Health
 from service.metrics import Metrics
@@ -158,6 +158,7 @@ class ScheduledEvents:
         metrics: Metrics | None = None,
     ) -> None:
         self.pool = pool
+        self.sql = Statements(pool)
         self.hub = hub
         self.health = health
         self.metrics = metrics or Metrics()
@@ -203,7 +204,7 @@ class ScheduledEvents:
             ),
             check_text(external_key, "external_key", required=False),
         )
-        row = await self.pool.fetchrow(q.STORE, *args)
+        row = await self.sql.fetchrow(q.STORE, *args)
         assert row is not None
         data = dict(row)
         created = bool(data.pop("created"))
@@ -212,7 +213,7 @@ class ScheduledEvents:
     async def get(self, event_id: int) -> dict[str, Any]:
         """The stored row. Raises NotFound (or ValidationError for a non-integer id)."""
         check_id(event_id, "scheduled event")
-        row = await self.pool.fetchrow(q.GET, event_id)
+        row = await self.sql.fetchrow(q.GET, event_id)
         if row is None:
             raise NotFound(f"scheduled event {event_id} does not exist")
         return dict(row)
@@ -226,7 +227,7 @@ class ScheduledEvents:
         check_int(limit, "limit", 1, 1000)
         if before is not None:
             check_int(before, "before", 1, 2**63 - 1)
-        rows = await self.pool.fetch(q.LIST, status, before, limit)
+        rows = await self.sql.fetch(q.LIST, status, before, limit)
         return [dict(r) for r in rows]
 
     async def retry(self, event_id: int) -> dict[str, Any]:
@@ -243,7 +244,7 @@ class ScheduledEvents:
 
     async def _cas(self, sql: str, event_id: int, expected: str) -> dict[str, Any]:
         check_id(event_id, "scheduled event")
-        row = await self.pool.fetchrow(sql, event_id)
+        row = await self.sql.fetchrow(sql, event_id)
         if row is not None:
             return dict(row)
         current = await self.get(event_id)
@@ -255,7 +256,7 @@ class ScheduledEvents:
     async def counts(self) -> dict[str, int]:
         """Number of events per status."""
         out = dict.fromkeys(STATUSES, 0)
-        for r in await self.pool.fetch(q.COUNT_BY_STATUS):
+        for r in await self.sql.fetch(q.COUNT_BY_STATUS):
             out[r["status"]] = r["n"]
         return out
 
@@ -277,17 +278,21 @@ class ScheduledEvents:
             How many events were taken (dispatched or failed).
         """
         failed = 0
-        async with self.pool.acquire() as conn, conn.transaction():
-            rows = await conn.fetch(q.CLAIM_DUE, self.batch)
-            events = sorted(map(event_from_row, rows), key=lambda e: (e.trigger_at, e.id))
-            for event in events:
-                try:
-                    async with conn.transaction():  # a savepoint per event
-                        await self._call(event, conn)
-                except Exception as exc:
-                    log.warning("scheduled event %s failed: %s", event.id, exc)
-                    await conn.execute(q.MARK_FAILED, event.id, error_text(exc))
-                    failed += 1
+        async with self.pool.acquire() as conn:
+            async with conn.transaction():
+                rows = await conn.fetch(q.CLAIM_DUE, self.batch)
+                events = sorted(map(event_from_row, rows), key=lambda e: (e.trigger_at, e.id))
+                for event in events:
+                    try:
+                        async with conn.transaction():  # a savepoint per event
+                            await self._call(event, conn)
+                    except Exception as exc:
+                        log.warning("scheduled event %s failed: %s", event.id, exc)
+                        await conn.execute(q.MARK_FAILED, event.id, error_text(exc))
+                        failed += 1
+            if not rows:
+                # No handler ran on this connection: its session is as pgwake left it.
+                mark_clean(conn)
         # Committed: count them.
         for r in rows:
             self.metrics.dispatch_lag.observe(
@@ -301,7 +306,7 @@ class ScheduledEvents:
 
     async def next_due_in(self) -> float | None:
         """Seconds until the soonest pending trigger (<= 0: due; None: nothing pending)."""
-        v = await self.pool.fetchval(q.NEXT_DUE_IN)
+        v = await self.sql.fetchval(q.NEXT_DUE_IN)
         return None if v is None else float(v)
 
     async def run_dispatcher(

@@ -79,7 +79,14 @@ class Leader:
         Raises:
             LeadershipLost: this runner does not hold ``__scheduler``; nothing fired.
         """
-        async with self.queues.pool.acquire() as conn, conn.transaction():
+        fired, _ = await self._tick()
+        return fired
+
+    async def _tick(self) -> tuple[int, float | None]:
+        """:meth:`tick`, also returning the seconds until the soonest unpaused fire time
+        (None: no schedule), read in the same transaction: an idle leader's iteration
+        is one transaction (renew, tick, next deadline), not two."""
+        async with self.queues.sql.acquire() as conn, conn.transaction():
             # The fence holds the lock row until commit: a leader frozen mid-tick (GC
             # pause, SIGSTOP) must not block every standby's takeover, so the server
             # ends a tick that sits idle for longer than the lease.
@@ -89,13 +96,14 @@ class Leader:
             ):
                 raise LeadershipLost(f"{self.owner} no longer holds {LEADER_LOCK}")
             lags = await self._fire_due(conn)
+            next_in = await conn.fetchval(q.NEXT_FIRE_IN)
         # Committed: count them.
         metrics = self.queues.metrics
         for lag in lags:
             metrics.fire_lag.observe(lag)
         if lags:
             metrics.fired.inc(len(lags))
-        return len(lags)
+        return len(lags), None if next_in is None else float(next_in)
 
     async def _fire_due(self, conn: Connection) -> list[float]:
         """The tick's body, in ``conn``'s open transaction. Without the fence only the
@@ -203,12 +211,13 @@ class Leader:
             while stop is None or not stop.is_set():
                 waiter = self.hub.arm("schedules")
                 try:
-                    await self.tick()  # renews the lease first, or raises LeadershipLost
+                    # Renews the lease first (or raises LeadershipLost), fires, and reads
+                    # the next deadline: one transaction.
+                    _, v = await self._tick()
                 except LeadershipLost:
                     log.warning("%s lost leadership of %s; standing by", self.owner, LEADER_LOCK)
                     raise
                 self.health.beat("scheduler")
-                v = await self.queues.pool.fetchval(q.NEXT_FIRE_IN)
                 sleep = RENEW_EVERY_SECONDS if v is None else max(0.0, min(v, RENEW_EVERY_SECONDS))
                 await waiter.wait(min(sleep, self.poll_seconds))
         finally:

@@ -4,6 +4,14 @@ One connection outside the pool (a pool resets sessions on release, which
 would drop LISTEN). It reconnects with backoff on loss and, after every
 (re)connect, wakes every waiter so that each loop re-reads its deadline: a
 NOTIFY lost while disconnected never delays work past its due time.
+
+A connection the server closes (restart, ``pg_terminate_backend``, a reset by
+the network) is noticed at once through asyncpg's termination callback. One
+that goes silent without closing (a dropped route, a frozen server) can only be
+found by asking: an idle LISTEN connection receives nothing. It is probed with
+``SELECT 1`` every ``keepalive_seconds`` (default 15 s; each probe is a
+transaction, the largest share of an idle runner's cost at the old 5 s), so a
+silent loss is found within 20 s, inside the loops' 30 s safety poll.
 """
 
 from __future__ import annotations
@@ -29,12 +37,22 @@ class Listener:
         dsn: a direct (not transaction-pooled) connection URL.
         hub: where notifications are routed; the payload is the topic.
         keepalive_seconds: how often an idle connection is probed, in seconds.
+        probe_timeout_seconds: a probe unanswered for this long means the connection
+            is lost, in seconds.
     """
 
-    def __init__(self, dsn: str, hub: WakeHub, *, keepalive_seconds: float = 5.0) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        hub: WakeHub,
+        *,
+        keepalive_seconds: float = 15.0,
+        probe_timeout_seconds: float = 5.0,
+    ) -> None:
         self.dsn = dsn
         self.hub = hub
         self.keepalive_seconds = keepalive_seconds
+        self.probe_timeout_seconds = probe_timeout_seconds
         self.connected = anyio.Event()
         self.is_connected = False
         self.reconnects = 0
@@ -64,7 +82,7 @@ class Listener:
                         await lost.wait()
                     if lost.is_set():
                         break
-                    with anyio.fail_after(self.keepalive_seconds):
+                    with anyio.fail_after(self.probe_timeout_seconds):
                         await conn.fetchval("SELECT 1")
                     self.last_ok = time.time()
                 log.warning("LISTEN connection lost; reconnecting")

@@ -13,7 +13,7 @@ from datetime import datetime
 import asyncpg
 
 from service.checks import check_seconds, require_text
-from service.db import Connection
+from service.db import Connection, Statements
 from service.names import check_name
 from service.queries import locks as q
 
@@ -25,6 +25,7 @@ class Locks:
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
+        self.sql = Statements(pool)
 
     def _args(
         self, name: str, owner: str, ttl: float | None, allow_reserved: bool
@@ -48,7 +49,7 @@ class Locks:
             InvalidName, ReservedName, ValidationError: bad arguments.
         """
         args = self._args(name, owner, ttl, allow_reserved)
-        result: datetime | None = await self.pool.fetchval(q.TRY_LOCK, *args)
+        result: datetime | None = await self.sql.fetchval(q.TRY_LOCK, *args)
         return result
 
     async def renew(
@@ -71,19 +72,19 @@ class Locks:
             The new expiry, or None when the lock expired or belongs to someone else.
         """
         args = self._args(name, owner, ttl, allow_reserved)
-        executor = self.pool if conn is None else conn
+        executor = self.sql if conn is None else conn
         result: datetime | None = await executor.fetchval(q.RENEW, *args)
         return result
 
     async def unlock(self, name: str, owner: str, *, allow_reserved: bool = False) -> bool:
         """Release ``owner``'s lock. Returns False when ``owner`` did not hold it."""
         args = self._args(name, owner, None, allow_reserved)
-        return await self.pool.fetchval(q.UNLOCK, *args) is not None
+        return await self.sql.fetchval(q.UNLOCK, *args) is not None
 
     async def holder(
         self, name: str, *, allow_reserved: bool = False
     ) -> tuple[str, datetime] | None:
         """``(owner, expires_at)`` of the unexpired lock ``name``, or None when it is free."""
         check_name(name, kind="lock", allow_reserved=allow_reserved)
-        row = await self.pool.fetchrow(q.HOLDER, name)
+        row = await self.sql.fetchrow(q.HOLDER, name)
         return None if row is None else (row["owner"], row["expires_at"])

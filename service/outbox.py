@@ -187,13 +187,13 @@ class Outbox:
         if timeout is not None:
             check_seconds(timeout, "timeout", allow_zero=False, maximum=300)
         await self._ensure()
-        row = await self._queues.pool.fetchrow(q.CONFIGURE, self.name, url, secret, timeout)
+        row = await self._queues.sql.fetchrow(q.CONFIGURE, self.name, url, secret, timeout)
         assert row is not None
         return dict(row)
 
     async def webhook(self) -> WebhookTarget | None:
         """The configured webhook target, or None."""
-        row = await self._queues.pool.fetchrow(q.GET, self.name)
+        row = await self._queues.sql.fetchrow(q.GET, self.name)
         if row is None or row["webhook_url"] is None:
             return None
         return WebhookTarget(row["webhook_url"], row["webhook_secret"], row["timeout_seconds"])

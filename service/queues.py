@@ -22,6 +22,7 @@ from service.checks import (
     require_text,
     storable_text,
 )
+from service.db import Statements
 from service.errors import Conflict, NotFound, ValidationError
 from service.jobs import Job, NewJob, StoredPayload
 from service.metrics import Metrics
@@ -67,6 +68,7 @@ class Queues:
         metrics: Metrics | None = None,
     ) -> None:
         self.pool = pool
+        self.sql = Statements(pool)
         self.defaults = defaults
         self.max_payload_bytes = max_payload_bytes
         self.metrics = metrics or Metrics()
@@ -130,8 +132,20 @@ class Queues:
             return []
         if ensure is not None:
             await self.ensure(queue, ensure)
-        cols = list(zip(*rows, strict=True))
         d = self.defaults
+        defaults = (d.max_attempts, d.lease_seconds, d.backoff_base_seconds, d.backoff_cap_seconds)
+        # On a pool: pgwake's statement alone, so the release needs no session reset.
+        run = self.sql if executor is self.pool else executor
+        if isinstance(run, asyncpg.Pool):
+            run = Statements(run)
+        if len(rows) == 1:
+            # One job (every single enqueue): scalar parameters, no arrays to unnest.
+            rec = await run.fetchrow(q.ENQUEUE_ONE, queue, *rows[0], *defaults)
+            if rec is not None:
+                self.metrics.enqueued.labels(queue).inc()
+                return [int(rec["id"])]
+            # Its dedupe key belongs to a live job: resolved below, as in a batch.
+        cols = list(zip(*rows, strict=True))
         args = (
             [queue] * len(rows),
             list(cols[0]),
@@ -141,17 +155,14 @@ class Queues:
             list(cols[4]),
             list(cols[5]),
             list(cols[6]),
-            d.max_attempts,
-            d.lease_seconds,
-            d.backoff_base_seconds,
-            d.backoff_cap_seconds,
+            *defaults,
         )
         ids: list[int | None] = [None] * len(rows)
         want: dict[str, list[int]] = {}
         for i, key in enumerate(cols[5]):
             if key is not None:
                 want.setdefault(key, []).append(i)
-        inserted = await executor.fetch(q.ENQUEUE, *args)
+        inserted = await run.fetch(q.ENQUEUE, *args) if len(rows) > 1 else []
         if inserted:
             self.metrics.enqueued.labels(queue).inc(len(inserted))
         unkeyed = iter(i for i, key in enumerate(cols[5]) if key is None)
@@ -168,7 +179,7 @@ class Queues:
             missing = sorted({cols[5][i] for i, v in enumerate(ids) if v is None})
             if not missing:
                 return [int(v) for v in ids if v is not None]
-            found = await executor.fetch(q.FIND_LIVE_BY_DEDUPE, [queue] * len(missing), missing)
+            found = await run.fetch(q.FIND_LIVE_BY_DEDUPE, [queue] * len(missing), missing)
             for rec in found:
                 for i in want[rec["dedupe_key"]]:
                     ids[i] = rec["id"]
@@ -181,7 +192,7 @@ class Queues:
                 *([cols[c][i] for i in idx] for c in range(7)),
                 *args[8:],
             )
-            for rec in await executor.fetch(q.ENQUEUE, *retry_args):
+            for rec in await run.fetch(q.ENQUEUE, *retry_args):
                 for i in want[rec["dedupe_key"]]:
                     ids[i] = rec["id"]
         raise Conflict(f"could not resolve dedupe keys on queue {queue!r}; try again")
@@ -276,7 +287,7 @@ class Queues:
             check_name(queue, kind="queue")
         worker_id = require_text(worker_id, "worker_id")
         check_int(limit, "limit", 1, 10_000)
-        rows = await self.pool.fetch(q.CLAIM, queue, worker_id, limit)
+        rows = await self.sql.fetch(q.CLAIM, queue, worker_id, limit)
         if rows:
             self.metrics.claimed.labels(queue).inc(len(rows))
         jobs = [Job.from_row(r, self) for r in rows]
@@ -304,7 +315,7 @@ class Queues:
         worker_ids = {j.worker_id for j in jobs}
         if len(worker_ids) != 1:
             raise ValueError("ack_many takes the jobs of one worker")
-        rows = await self.pool.fetch(
+        rows = await self.sql.fetch(
             q.ACK, [j.id for j in jobs], worker_ids.pop(), [j.attempts for j in jobs]
         )
         acked = {r["id"] for r in rows}
@@ -326,7 +337,7 @@ class Queues:
         """
         if delay is not None:
             delay = check_seconds(delay, "delay")
-        row = await self.pool.fetchrow(
+        row = await self.sql.fetchrow(
             q.RETRY, job.id, job.worker_id, job.attempts, storable_text(error), delay
         )
         if row is not None:
@@ -337,11 +348,11 @@ class Queues:
     async def release(self, job: Job) -> bool:
         """Give a claimed job back without counting the attempt (the worker is stopping),
         so another worker takes it now instead of after the lease. False if lease lost."""
-        return await self.pool.fetchval(q.RELEASE, job.id, job.worker_id, job.attempts) is not None
+        return await self.sql.fetchval(q.RELEASE, job.id, job.worker_id, job.attempts) is not None
 
     async def dead_letter(self, job: Job, error: str) -> bool:
         """Move a claimed job to ``dead`` at once (e.g. HTTP 410 Gone). False if lease lost."""
-        row = await self.pool.fetchrow(
+        row = await self.sql.fetchrow(
             q.DEAD_LETTER, job.id, job.worker_id, job.attempts, storable_text(error)
         )
         if row is not None:
@@ -356,7 +367,7 @@ class Queues:
         """
         if extend is not None:
             extend = check_seconds(extend, "extend", allow_zero=False)
-        row = await self.pool.fetchrow(q.HEARTBEAT, job.id, job.worker_id, job.attempts, extend)
+        row = await self.sql.fetchrow(q.HEARTBEAT, job.id, job.worker_id, job.attempts, extend)
         return row is not None
 
     async def reap_expired(self, limit: int = 1000) -> int:
@@ -365,21 +376,21 @@ class Queues:
         Returns:
             How many jobs were reclaimed.
         """
-        return len(await self.pool.fetch(q.REAP_EXPIRED, limit))
+        return len(await self.sql.fetch(q.REAP_EXPIRED, limit))
 
     async def prune_done(self, limit: int = 1000) -> int:
         """Delete ``done`` jobs older than their queue's retention (R-Q10). Returns the count."""
-        status = await self.pool.execute(q.PRUNE_DONE, limit)
+        status = await self.sql.execute(q.PRUNE_DONE, limit)
         return int(status.split()[-1])
 
     async def next_run_in(self, queue: str) -> float | None:
         """Seconds until the queue's soonest pending job is due (<= 0: due now; None: none)."""
-        v = await self.pool.fetchval(q.NEXT_RUN_IN, queue)
+        v = await self.sql.fetchval(q.NEXT_RUN_IN, queue)
         return None if v is None else float(v)
 
     async def next_lease_expiry_in(self) -> float | None:
         """Seconds until the soonest running lease expires (None when nothing runs)."""
-        v = await self.pool.fetchval(q.NEXT_LEASE_EXPIRY_IN)
+        v = await self.sql.fetchval(q.NEXT_LEASE_EXPIRY_IN)
         return None if v is None else float(v)
 
     # -- inspection and admin ----------------------------------------------------
@@ -390,7 +401,7 @@ class Queues:
             check_id(job_id, "job")
         except NotFound:
             return None
-        row = await self.pool.fetchrow(q.GET, job_id)
+        row = await self.sql.fetchrow(q.GET, job_id)
         return None if row is None else Job.from_row(row)
 
     async def cancel(self, job_id: int) -> None:
@@ -401,7 +412,7 @@ class Queues:
             Conflict: the job is no longer pending (``extra["current"]`` has its status).
         """
         check_id(job_id, "job")
-        if await self.pool.fetchval(q.CANCEL, job_id) is None:
+        if await self.sql.fetchval(q.CANCEL, job_id) is None:
             await self._conflict_or_missing(job_id, "pending")
 
     async def requeue_dead(self, job_id: int, *, queue: str | None = None) -> None:
@@ -421,7 +432,7 @@ class Queues:
             if job is None or job.queue != queue:
                 raise NotFound(f"queue {queue!r} has no job {job_id}")
         try:
-            done = await self.pool.fetchval(q.REQUEUE_DEAD, job_id)
+            done = await self.sql.fetchval(q.REQUEUE_DEAD, job_id)
         except asyncpg.UniqueViolationError:
             raise Conflict(
                 f"job {job_id}: a pending or running job already holds its dedupe key"
@@ -451,13 +462,13 @@ class Queues:
         check_int(limit, "limit", 1, 1000)
         if before is not None:
             check_int(before, "before", 1, 2**63 - 1)
-        return [Job.from_row(r) for r in await self.pool.fetch(q.LIST_DEAD, queue, limit, before)]
+        return [Job.from_row(r) for r in await self.sql.fetch(q.LIST_DEAD, queue, limit, before)]
 
     async def live_stats(self) -> list[dict[str, Any]]:
         """Every queue with pending, running or dead jobs: ``[{"queue", "pending",
         "running", "dead", "oldest_pending_run_at"}, …]`` by queue name."""
         out: dict[str, dict[str, Any]] = {}
-        for r in await self.pool.fetch(q.LIVE_COUNTS):
+        for r in await self.sql.fetch(q.LIVE_COUNTS):
             item = out.setdefault(
                 r["queue"],
                 {"queue": r["queue"], "pending": 0, "running": 0, "dead": 0,
@@ -473,7 +484,7 @@ class Queues:
             check_name(queue, kind="queue")
         counts = {"pending": 0, "running": 0, "done": 0, "dead": 0}
         oldest = None
-        for r in await self.pool.fetch(q.STATS, queue):
+        for r in await self.sql.fetch(q.STATS, queue):
             counts[r["status"]] = r["n"]
             oldest = r["oldest"] or oldest
         return {"queue": queue, **counts, "oldest_pending_run_at": oldest}
@@ -495,7 +506,7 @@ class Queues:
         """
         if not allow_reserved:
             check_name(queue, kind="queue")
-        await self.pool.execute(
+        await self.sql.execute(
             q.CONFIGURE_QUEUE,
             queue,
             None
@@ -520,7 +531,7 @@ class Queues:
         """
         if queue in self._ensured:
             return
-        await self.pool.execute(
+        await self.sql.execute(
             q.ENSURE_QUEUE,
             queue,
             defaults.lease_seconds,

@@ -190,7 +190,7 @@ class Runner:
         async with anyio.create_task_group() as tg:
             while True:
                 waiter = e.hub.arm("outboxes")
-                rows = await e.pool.fetch(outbox_q.LIST_WEBHOOKS)
+                rows = await e.queues.sql.fetch(outbox_q.LIST_WEBHOOKS)
                 wanted = {
                     r["name"]: WebhookTarget(
                         r["webhook_url"], r["webhook_secret"], r["timeout_seconds"]

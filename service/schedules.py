@@ -15,6 +15,7 @@ import asyncpg
 
 from service import recurrence
 from service.checks import check_int, check_seconds
+from service.db import Statements
 from service.errors import Conflict, NotFound, ValidationError
 from service.names import check_name
 from service.payloads import DEFAULT_MAX_BYTES, encode_payload, require_aware
@@ -32,6 +33,7 @@ class Schedules:
 
     def __init__(self, pool: asyncpg.Pool, *, max_payload_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.pool = pool
+        self.sql = Statements(pool)
         self.max_payload_bytes = max_payload_bytes
 
     async def schedule(
@@ -85,7 +87,7 @@ class Schedules:
         now = datetime.now(UTC)
         # Raises InvalidSpec when the spec never fires in this zone.
         first = recurrence.next_after(parsed, timezone, now, anchor=now)
-        row = await self.pool.fetchrow(
+        row = await self.sql.fetchrow(
             q.UPSERT,
             name,
             parsed.text,
@@ -106,7 +108,7 @@ class Schedules:
     async def get_schedule(self, name: str) -> dict[str, Any]:
         """The schedule row. Raises NotFound."""
         check_name(name, kind="schedule")
-        row = await self.pool.fetchrow(q.GET, name)
+        row = await self.sql.fetchrow(q.GET, name)
         if row is None:
             raise NotFound(f"schedule {name!r} does not exist")
         return dict(row)
@@ -118,17 +120,17 @@ class Schedules:
         check_int(limit, "limit", 1, 1000)
         if after is not None:
             check_name(after, kind="schedule", allow_reserved=True)
-        return [dict(r) for r in await self.pool.fetch(q.LIST, limit, after)]
+        return [dict(r) for r in await self.sql.fetch(q.LIST, limit, after)]
 
     async def unschedule(self, name: str) -> bool:
         """Delete schedule ``name`` (R-S1). Returns False when it did not exist."""
         check_name(name, kind="schedule")
-        return await self.pool.fetchval(q.DELETE, name) is not None
+        return await self.sql.fetchval(q.DELETE, name) is not None
 
     async def pause(self, name: str) -> dict[str, Any]:
         """Stop firing ``name``; compare-and-set on running (R-H6). Raises NotFound/Conflict."""
         check_name(name, kind="schedule")
-        return await self._cas(name, await self.pool.fetchrow(q.PAUSE, name), "running")
+        return await self._cas(name, await self.sql.fetchrow(q.PAUSE, name), "running")
 
     async def resume(self, name: str) -> dict[str, Any]:
         """Fire ``name`` again from the next boundary after now (the paused stretch is not
@@ -140,7 +142,7 @@ class Schedules:
             nxt = recurrence.next_after(
                 row["spec"], row["timezone"], datetime.now(UTC), anchor=row["anchor"]
             )
-            updated = await self.pool.fetchrow(q.RESUME, name, nxt, *_spec_of(row))
+            updated = await self.sql.fetchrow(q.RESUME, name, nxt, *_spec_of(row))
             if updated is not None:
                 return dict(updated)
             # Re-registered with another spec meanwhile: compute again from the new one.
@@ -190,7 +192,7 @@ class Schedules:
                         {"loc": ["instant"], "msg": "not a fire instant", "type": "value_error"}
                     ],
                 )
-            updated = await self.pool.fetchrow(q.SKIP, name, at, *_spec_of(row))
+            updated = await self.sql.fetchrow(q.SKIP, name, at, *_spec_of(row))
             if updated is not None:
                 return dict(updated)
             # Removed or re-registered with another spec meanwhile: check again.
@@ -230,7 +232,7 @@ class Schedules:
         boundary could still be ticked, i.e. near ``next_fire_at``; older ones are
         history. Returns how many rows were deleted (at most ``limit``).
         """
-        status = await self.pool.execute(q.PRUNE_FIRES, retention, limit)
+        status = await self.sql.execute(q.PRUNE_FIRES, retention, limit)
         return int(status.split()[-1])
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import asyncpg
 
+from service.db import Statements
 from service.errors import Conflict, NotFound, ValidationError
 from service.queries import tokens as q
 
@@ -55,7 +56,7 @@ async def create_token(pool: asyncpg.Pool, name: str, permissions: list[str]) ->
     perms = parse_permissions(permissions)
     token = "pgw_" + secrets.token_urlsafe(32)
     try:
-        await pool.execute(q.CREATE, name, hash_token(token), perms)
+        await Statements(pool).execute(q.CREATE, name, hash_token(token), perms)
     except asyncpg.UniqueViolationError:
         raise Conflict(f"a token named {name!r} already exists") from None
     return token
@@ -64,13 +65,13 @@ async def create_token(pool: asyncpg.Pool, name: str, permissions: list[str]) ->
 async def list_tokens(pool: asyncpg.Pool) -> list[dict[str, Any]]:
     """Every token's name, permissions, created and revoked instants (never the secret)."""
 
-    return [dict(r) for r in await pool.fetch(q.LIST)]
+    return [dict(r) for r in await Statements(pool).fetch(q.LIST)]
 
 
 async def revoke_token(pool: asyncpg.Pool, name: str) -> None:
     """Revoke the active token ``name``. Raises NotFound."""
 
-    if await pool.fetchval(q.REVOKE, name) is None:
+    if await Statements(pool).fetchval(q.REVOKE, name) is None:
         raise NotFound(f"no active token named {name!r}")
 
 
@@ -80,7 +81,7 @@ async def authenticate(pool: asyncpg.Pool, token: str) -> tuple[str, frozenset[s
     if not token or len(token) > 512:
         return None
     digest = hash_token(token)
-    row = await pool.fetchrow(q.LOOKUP, digest)
+    row = await Statements(pool).fetchrow(q.LOOKUP, digest)
     # The index finds the row by digest; the final comparison is constant-time anyway.
     if row is None or not hmac.compare_digest(bytes(row["token_hash"]), digest):
         return None

@@ -1,9 +1,11 @@
 """SQL for queues and jobs (R-Q1–R-Q10). Parameters are documented per statement."""
 
-# Engine defaults are parameters ($9..$12) so they live in one place (service.queues).
-# $1 queue[] $2 payload[] $3 priority[] $4 run_at[] $5 delay_s[] $6 max_attempts[]
-# $7 dedupe_key[] $8 scheduled_for[]
-ENQUEUE = """
+# Enqueue: one statement for one job or many, from one template (the defaults
+# resolution of R-Q2 and the dedupe rule of R-Q7 are written once). Engine defaults
+# are parameters ($9..$12) so they live in one place (service.queues). ``{jobs}`` is a
+# relation ``j(queue, payload, priority, run_at, delay_s, max_attempts, dedupe_key,
+# scheduled_for)``.
+_ENQUEUE = """
 INSERT INTO pgwake.jobs (queue, payload, priority, run_at, max_attempts, lease_seconds,
                          backoff_base_seconds, backoff_cap_seconds, dedupe_key, scheduled_for)
 SELECT j.queue, j.payload, j.priority,
@@ -13,16 +15,31 @@ SELECT j.queue, j.payload, j.priority,
        coalesce(q.backoff_base_seconds, $11),
        coalesce(q.backoff_cap_seconds, $12),
        j.dedupe_key, j.scheduled_for
-FROM unnest($1::text[], $2::jsonb[], $3::int[], $4::timestamptz[], $5::float8[], $6::int[],
-            $7::text[], $8::timestamptz[])
-     WITH ORDINALITY AS j(queue, payload, priority, run_at, delay_s, max_attempts,
-                          dedupe_key, scheduled_for, ord)
+FROM {jobs}
 LEFT JOIN pgwake.queues q ON q.name = j.queue
-ORDER BY j.ord
+{order}
 ON CONFLICT (queue, dedupe_key) WHERE dedupe_key IS NOT NULL AND status IN ('pending', 'running')
 DO NOTHING
 RETURNING id, queue, dedupe_key
 """
+_JOB_COLUMNS = "queue, payload, priority, run_at, delay_s, max_attempts, dedupe_key, scheduled_for"
+
+# Many jobs: $1 queue[] $2 payload[] $3 priority[] $4 run_at[] $5 delay_s[]
+# $6 max_attempts[] $7 dedupe_key[] $8 scheduled_for[]; rows inserted in input order.
+ENQUEUE = _ENQUEUE.format(
+    jobs=f"""unnest($1::text[], $2::jsonb[], $3::int[], $4::timestamptz[], $5::float8[],
+            $6::int[], $7::text[], $8::timestamptz[])
+     WITH ORDINALITY AS j({_JOB_COLUMNS}, ord)""",
+    order="ORDER BY j.ord",
+)
+
+# One job, the same parameters as scalars: no arrays to encode and unnest (the
+# single ``enqueue`` call, issue 6).
+ENQUEUE_ONE = _ENQUEUE.format(
+    jobs=f"""(VALUES ($1::text, $2::jsonb, $3::int, $4::timestamptz, $5::float8, $6::int,
+             $7::text, $8::timestamptz)) AS j({_JOB_COLUMNS})""",
+    order="",
+)
 
 # $1 queue[] $2 dedupe_key[]
 FIND_LIVE_BY_DEDUPE = """

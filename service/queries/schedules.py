@@ -100,9 +100,11 @@ PAUSE_BROKEN = """
 UPDATE pgwake.schedules SET paused = true, last_error = $2, updated_at = now() WHERE name = $1
 """
 
-# Seconds from the database's now() to the soonest unpaused fire time (NULL: none).
+# Seconds from this statement's start to the soonest unpaused fire time (NULL: none).
+# statement_timestamp(), not now(): the leader reads it as the last statement of its
+# tick transaction, whose now() is the tick's start.
 NEXT_FIRE_IN = """
-SELECT extract(epoch FROM min(next_fire_at) - now())::float8
+SELECT extract(epoch FROM min(next_fire_at) - statement_timestamp())::float8
 FROM pgwake.schedules WHERE NOT paused
 """
 
