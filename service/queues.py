@@ -321,9 +321,12 @@ class Queues:
             q.ACK, [j.id for j in jobs], worker_ids.pop(), [j.attempts for j in jobs]
         )
         acked = {r["id"] for r in rows}
+        per_queue: dict[str, int] = {}
         for job in jobs:
             if job.id in acked:
-                self.metrics.acked.labels(job.queue).inc()
+                per_queue[job.queue] = per_queue.get(job.queue, 0) + 1
+        for queue, n in per_queue.items():
+            self.metrics.acked.labels(queue).inc(n)
         return acked
 
     async def retry(self, job: Job, error: str, *, delay: float | None = None) -> bool:
