@@ -10,6 +10,7 @@ in the project's virtual environment, the peers' in ``bench/.venv-peers``
 each row is the median of ``--reps`` repetitions.
 
     .venv/bin/python bench/run.py [--dsn URL] [--reps 3] [--smoke] [--only WORKLOAD]
+                                  [--systems pgwake,pgbench-limit]
 
 Environment: ``BENCH_DATABASE_URL`` (else ``DATABASE_URL``, else the local server).
 """
@@ -180,6 +181,9 @@ async def main() -> int:
     parser.add_argument(
         "--only", default=None, help="comma-separated workload prefixes to run (default: all)"
     )
+    parser.add_argument(
+        "--systems", default=None, help=f"comma-separated systems to run (default: {SYSTEMS})"
+    )
     parser.add_argument("--out", default=str(BENCH / "results" / "latest.json"))
     args = parser.parse_args()
     reps = 1 if args.smoke else args.reps
@@ -191,6 +195,8 @@ async def main() -> int:
     try:
         for case in cases(args.smoke):
             if args.only and not case.workload.startswith(tuple(args.only.split(","))):
+                continue
+            if args.systems and case.system not in args.systems.split(","):
                 continue
             why = pgbench_missing() if case.system == "pgbench-limit" else None
             if why is not None:

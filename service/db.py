@@ -119,6 +119,21 @@ class Statements:
             return await conn.execute(query, *args)
 
 
+async def connect(dsn: str, *, statement_cache_size: int = 100) -> asyncpg.Connection:
+    """One connection outside the pool, set up as the pool's are (``jsonb`` codec).
+
+    A worker's own claims and acks run on one: a pool resets every connection on
+    release (one more round trip per statement), which only application code needs.
+    """
+    conn = await asyncpg.connect(dsn, statement_cache_size=statement_cache_size, timeout=10)
+    try:
+        await init_connection(conn)
+    except BaseException:
+        conn.terminate()
+        raise
+    return conn
+
+
 async def create_pool(
     dsn: str, *, min_size: int = 2, max_size: int = 10, statement_cache_size: int = 100
 ) -> asyncpg.Pool:

@@ -154,6 +154,14 @@ class Engine:
         self._stack = stack
         return self
 
+    async def worker_connection(self) -> asyncpg.Connection | None:
+        """A new connection for one worker's own claims and acks, outside the pool (a
+        pool resets a connection on every release: a second round trip per statement).
+        None when the application handed pgwake its pool: its workers use that pool."""
+        if self._external_pool is not None or self.dsn is None:
+            return None
+        return await db.connect(self.dsn, statement_cache_size=self._statement_cache_size)
+
     async def _run_migrations(self) -> None:
         """Apply pending migrations (R-X3). They hold a session advisory lock, which a
         transaction pooler would not keep on one server connection: with a distinct

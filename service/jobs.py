@@ -72,7 +72,14 @@ class Job:
     @classmethod
     def from_row(cls, row: Mapping[str, Any] | Record, queues: Queues | None = None) -> Job:
         """Build a Job from a ``pgwake.jobs`` record, optionally bound for lease calls."""
-        return cls(**{k: row[k] for k in _COLUMNS}, _queues=queues)
+        # The fields set directly: a frozen dataclass's __init__ sets each of its 19
+        # fields through object.__setattr__, which a worker paid for every claimed job.
+        job = object.__new__(cls)
+        fields = job.__dict__
+        for k in _COLUMNS:
+            fields[k] = row[k]
+        fields["_queues"] = queues
+        return job
 
     def as_dict(self) -> dict[str, Any]:
         """The row as a JSON-friendly dict (instants as ISO 8601 strings)."""

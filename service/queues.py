@@ -272,13 +272,23 @@ class Queues:
     # -- leases ------------------------------------------------------------------
 
     async def claim(
-        self, queue: str, worker_id: str, limit: int = 1, *, allow_reserved: bool = False
+        self,
+        queue: str,
+        worker_id: str,
+        limit: int = 1,
+        *,
+        allow_reserved: bool = False,
+        executor: Executor | None = None,
     ) -> list[Job]:
         """Claim up to ``limit`` due jobs in one statement with SKIP LOCKED (R-Q3).
 
         Highest priority first, then oldest ``run_at``, then id. Each claimed job has
         ``attempts`` incremented, ``worker_id`` set and a lease deadline of
         now + its ``lease_seconds``.
+
+        Args:
+            executor: run the statement there (a worker's own connection) instead of
+                on the pool; it auto-commits all the same.
 
         Returns:
             The claimed jobs in claim order, bound for ack/retry/heartbeat.
@@ -287,7 +297,7 @@ class Queues:
             check_name(queue, kind="queue")
         worker_id = require_text(worker_id, "worker_id")
         check_int(limit, "limit", 1, 10_000)
-        rows = await self.sql.fetch(q.CLAIM, queue, worker_id, limit)
+        rows = await (executor or self.sql).fetch(q.CLAIM, queue, worker_id, limit)
         if rows:
             self.metrics.claimed.labels(queue).inc(len(rows))
         jobs = [Job.from_row(r, self) for r in rows]
@@ -303,9 +313,12 @@ class Queues:
         """
         return job.id in await self.ack_many([job])
 
-    async def ack_many(self, jobs: Sequence[Job]) -> set[int]:
+    async def ack_many(self, jobs: Sequence[Job], *, executor: Executor | None = None) -> set[int]:
         """Ack several claimed jobs of one worker in one statement, each fenced on its
         own lease (R-Q4): the worker's batched acks.
+
+        Args:
+            executor: as for :meth:`claim`.
 
         Returns:
             The ids acked; a job missing from it had lost its lease (nothing changed).
@@ -315,13 +328,16 @@ class Queues:
         worker_ids = {j.worker_id for j in jobs}
         if len(worker_ids) != 1:
             raise ValueError("ack_many takes the jobs of one worker")
-        rows = await self.sql.fetch(
+        rows = await (executor or self.sql).fetch(
             q.ACK, [j.id for j in jobs], worker_ids.pop(), [j.attempts for j in jobs]
         )
         acked = {r["id"] for r in rows}
+        per_queue: dict[str, int] = {}
         for job in jobs:
             if job.id in acked:
-                self.metrics.acked.labels(job.queue).inc()
+                per_queue[job.queue] = per_queue.get(job.queue, 0) + 1
+        for queue, n in per_queue.items():
+            self.metrics.acked.labels(queue).inc(n)
         return acked
 
     async def retry(self, job: Job, error: str, *, delay: float | None = None) -> bool:

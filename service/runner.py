@@ -257,4 +257,5 @@ def _bind_worker(
         concurrency=concurrency,
         poll_seconds=e.poll_seconds,
         stopping=stopping,
+        connect=e.worker_connection,
     )

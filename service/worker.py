@@ -8,9 +8,11 @@ of: a NOTIFY on its queue, the queue's next ``run_at``, the safety poll.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Awaitable, Callable
 
 import anyio
+import asyncpg
 from anyio import get_cancelled_exc_class
 
 from service.checks import storable_text
@@ -42,11 +44,15 @@ class AckBuffer:
     once when ``size`` acks are waiting, or before the worker claims again). A crash
     in between means the job runs again after its lease, which at-least-once
     delivery allows; nothing is lost.
+
+    The worker's claims go through :meth:`claim`, so the acks and claims of one worker
+    share its connection ``conn`` (None: the pool) one statement at a time.
     """
 
-    def __init__(self, queues: Queues, size: int) -> None:
+    def __init__(self, queues: Queues, size: int, conn: asyncpg.Connection | None = None) -> None:
         self.queues = queues
         self.size = max(1, size)
+        self.conn = conn
         self.pending: list[Job] = []
         self.waiting = anyio.Event()
         self._lock = anyio.Lock()
@@ -60,13 +66,25 @@ class AckBuffer:
 
     async def flush(self) -> None:
         async with self._lock:
-            jobs, self.pending = self.pending, []
-            if not jobs:
-                return
-            acked = await self.queues.ack_many(jobs)
-        for job in jobs:
-            if job.id not in acked:
-                log.warning("job %s on %s: lease lost before ack", job.id, job.queue)
+            await self._send()
+
+    async def _send(self) -> None:
+        jobs, self.pending = self.pending, []
+        if not jobs:
+            return
+        acked = await self.queues.ack_many(jobs, executor=self.conn)
+        if len(acked) < len(jobs):
+            for job in jobs:
+                if job.id not in acked:
+                    log.warning("job %s on %s: lease lost before ack", job.id, job.queue)
+
+    async def claim(self, queue: str, worker_id: str, limit: int) -> list[Job]:
+        """Send the waiting acks, then claim up to ``limit`` jobs (acks always first)."""
+        async with self._lock:
+            await self._send()
+            return await self.queues.claim(
+                queue, worker_id, limit, allow_reserved=True, executor=self.conn
+            )
 
     async def run(self) -> None:
         """Background flusher: send waiting acks after a short linger."""
@@ -131,6 +149,7 @@ async def run_worker(
     poll_seconds: float = 30.0,
     loop_name: str | None = None,
     stopping: anyio.Event | None = None,
+    connect: Callable[[], Awaitable[asyncpg.Connection | None]] | None = None,
 ) -> None:
     """Consume ``queue`` forever (until cancelled).
 
@@ -146,6 +165,8 @@ async def run_worker(
         poll_seconds: the safety-net poll, in seconds.
         stopping: once set (and the hub's waiters woken), the worker claims no more
             and returns when the jobs in flight are done (graceful shutdown).
+        connect: opens the worker's own connection for its claims and acks (closed
+            when the worker returns); None, or a None connection: the pool.
     """
     name = loop_name or f"worker:{queue}"
     health.register(name, poll_seconds)
@@ -153,23 +174,39 @@ async def run_worker(
     # A busy worker claims again once this many slots are free (or after a linger),
     # so one statement fetches several jobs instead of one per finished job.
     refill = max(1, min(batch, concurrency) // 2)
+    # Claimed jobs not yet started, and the jobs running: at most ``concurrency``.
+    ready: deque[Job] = deque()
     inflight = 0
     slot_free = anyio.Event()
+    jobs_ready = anyio.Event()
+    closing = False
     topic = f"job:{queue}"
-    acks = AckBuffer(queues, batch)
+    conn = await connect() if connect is not None else None
+    acks = AckBuffer(queues, batch, conn)
 
-    async def run_one(job: Job) -> None:
-        nonlocal inflight, slot_free
-        try:
-            await process(job, handler, acks)
-        finally:
-            inflight -= 1
-            slot_free.set()
+    async def slot() -> None:
+        # One of ``concurrency`` long-lived tasks, each running one job at a time (a
+        # task per job costs more than a no-op handler). A handler that never waits
+        # runs to completion at once, so one slot may run several jobs in a row.
+        nonlocal inflight
+        while True:
+            while ready:
+                job = ready.popleft()
+                try:
+                    await process(job, handler, acks)
+                finally:
+                    inflight -= 1
+                    slot_free.set()
+            if closing:
+                return
+            await jobs_ready.wait()
 
     try:
         async with anyio.create_task_group() as background:
             background.start_soon(acks.run)
             async with anyio.create_task_group() as tg:
+                for _ in range(concurrency):
+                    tg.start_soon(slot)
                 while stopping is None or not stopping.is_set():
                     if inflight >= concurrency:
                         slot_free = anyio.Event()
@@ -181,17 +218,17 @@ async def run_worker(
                                 slot_free = anyio.Event()
                                 await slot_free.wait()
                     waiter = hub.arm(topic)
-                    await acks.flush()
-                    jobs = await queues.claim(
-                        queue, worker_id, min(batch, concurrency - inflight), allow_reserved=True
-                    )
-                    health.beat(name)
-                    for job in jobs:
-                        inflight += 1
-                        tg.start_soon(run_one, job)
-                    if jobs and jobs[0].lease_seconds < poll_seconds:
-                        hub.notify(REAPER_TOPIC)  # the reaper may be asleep past this lease
+                    jobs = await acks.claim(queue, worker_id, min(batch, concurrency - inflight))
                     if jobs:
+                        inflight += len(jobs)
+                        ready.extend(jobs)
+                        jobs_ready.set()
+                        jobs_ready = anyio.Event()
+                    # After the jobs are in hand: if the beat fails, they are handed back.
+                    health.beat(name)
+                    if jobs:
+                        if jobs[0].lease_seconds < poll_seconds:
+                            hub.notify(REAPER_TOPIC)  # the reaper may be asleep past this lease
                         waiter.disarm()
                         continue
                     next_in = await queues.next_run_in(queue)
@@ -202,9 +239,30 @@ async def run_worker(
                     else:
                         timeout = min(next_in, poll_seconds)
                     await waiter.wait(timeout)
-                # Stopping: the task group waits for the jobs in flight.
+                # Stopping: the slots run the jobs claimed, then return.
+                closing = True
+                jobs_ready.set()
             background.cancel_scope.cancel()
     finally:
-        # Acks of finished jobs are sent even when the worker is cancelled.
+        # Acks of finished jobs are sent even when the worker is cancelled, on the pool:
+        # the worker's own connection may have been cut mid-statement. Jobs claimed
+        # but never started (none, as the slots are woken before the next checkpoint;
+        # kept in case) go back to pending at once, as interrupted ones do.
         with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_TIMEOUT_SECONDS):
+            acks.conn = None
             await acks.flush()
+            while ready:
+                await queues.release(ready.popleft())
+        if conn is not None:
+            await _close(conn)
+
+
+async def _close(conn: asyncpg.Connection) -> None:
+    """Close the worker's connection politely, else cut it (shielded, bounded)."""
+    with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_TIMEOUT_SECONDS):
+        try:
+            await conn.close()
+        except Exception:
+            pass
+    if not conn.is_closed():
+        conn.terminate()
