@@ -192,6 +192,7 @@ async def main() -> int:
     skipped: list[str] = []
     plans: list[str] = []
     t0 = time.monotonic()
+    failed: str | None = None
     try:
         for case in cases(args.smoke):
             if args.only and not case.workload.startswith(tuple(args.only.split(","))):
@@ -203,7 +204,11 @@ async def main() -> int:
                 skipped.append(f"{case.workload} {case.system}: skipped, {why}")
                 print(f"  {skipped[-1]}", file=sys.stderr, flush=True)
                 continue
-            runs = [await run_case(admin, args.dsn, case) for _ in range(reps)]
+            try:
+                runs = [await run_case(admin, args.dsn, case) for _ in range(reps)]
+            except RuntimeError as exc:  # keep what was measured; say what failed
+                failed = str(exc)
+                break
             plan = str(runs[-1].get("plan", ""))  # the last repetition's EXPLAIN, text
             for r in runs:
                 r.pop("plan", None)
@@ -229,6 +234,11 @@ async def main() -> int:
     for line in skipped:
         print(line)
     print(f"\n{len(rows)} rows in {out} ({time.monotonic() - t0:.0f} s, median of {reps})")
+    if failed is not None:
+        print(
+            f"\nstopped at a failed case; the rows above were written:\n{failed}", file=sys.stderr
+        )
+        return 1
     return 0
 
 
