@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import anyio
 import asyncpg
@@ -176,6 +176,8 @@ class SilentProxy:
     route disappears. Connections opened after :meth:`freeze` relay normally."""
 
     def __init__(self, host: str, port: int) -> None:
+        """``host``: a name or address, or a directory holding the server's Unix socket
+        (as in a ``?host=/dir`` URL, e.g. the embedded PostgreSQL's)."""
         self.host, self.port = host, port
         self.frozen: set[int] = set()
         self.conns: list[tuple[int, asyncio.StreamWriter, asyncio.StreamWriter]] = []
@@ -186,7 +188,11 @@ class SilentProxy:
         return int(self.server.sockets[0].getsockname()[1])
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
+        if self.host.startswith("/"):
+            path = f"{self.host}/.s.PGSQL.{self.port}"
+            up_reader, up_writer = await asyncio.open_unix_connection(path)
+        else:
+            up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
         n = len(self.conns)
         self.conns.append((n, writer, up_writer))
 
@@ -215,9 +221,13 @@ async def test_listener_probe_finds_a_silently_dead_connection(engine: Engine) -
     hub again. The probe is what the 15 s keepalive keeps; here it is shortened."""
     assert engine.dsn is not None
     url = urlsplit(engine.dsn)
-    proxy = SilentProxy(url.hostname or "127.0.0.1", url.port or 5432)
+    query = dict(parse_qsl(url.query))
+    upstream = query.pop("host", None) or url.hostname or "127.0.0.1"
+    proxy = SilentProxy(upstream, url.port or int(query.pop("port", 5432)))
     port = await proxy.start()
-    dsn = urlunsplit(url._replace(netloc=f"{url.username}@127.0.0.1:{port}"))
+    dsn = urlunsplit(
+        url._replace(netloc=f"{url.username}@127.0.0.1:{port}", query=urlencode(query))
+    )
     hub = WakeHub()
     listener = Listener(dsn, hub, keepalive_seconds=0.2, probe_timeout_seconds=0.5)
     task = asyncio.get_running_loop().create_task(listener.run())
