@@ -49,6 +49,19 @@ JOIN pgwake.jobs j ON j.queue = k.queue AND j.dedupe_key = k.dedupe_key
 WHERE j.status IN ('pending', 'running')
 """
 
+# The distinct priorities of queue $1's pending jobs, highest first: a loose index
+# scan over jobs_claim_idx, one descent per level (CLAIM and NEXT_RUN_IN).
+_LEVELS = """levels AS (
+    (SELECT priority FROM pgwake.jobs
+     WHERE queue = $1 AND status = 'pending'
+     ORDER BY priority DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT j.priority FROM pgwake.jobs j
+            WHERE j.queue = $1 AND j.status = 'pending' AND j.priority < levels.priority
+            ORDER BY j.priority DESC LIMIT 1)
+    FROM levels WHERE levels.priority IS NOT NULL
+)"""
+
 # $1 queue $2 worker_id $3 limit. Claim order: priority DESC, run_at, id (R-Q3).
 #
 # A plain walk of jobs_claim_idx (queue, priority DESC, run_at, id) in that order
@@ -61,17 +74,8 @@ WHERE j.status IN ('pending', 'running')
 # and the nested loop keeps that order, so the outer LIMIT stops after the first $3
 # jobs in claim order without a sort, and locks no row it does not return
 # (tests/integration/test_queues.py and test_query_plans.py pin both).
-CLAIM = """
-WITH RECURSIVE levels AS (
-    (SELECT priority FROM pgwake.jobs
-     WHERE queue = $1 AND status = 'pending'
-     ORDER BY priority DESC LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.priority FROM pgwake.jobs j
-            WHERE j.queue = $1 AND j.status = 'pending' AND j.priority < levels.priority
-            ORDER BY j.priority DESC LIMIT 1)
-    FROM levels WHERE levels.priority IS NOT NULL
-), due AS (
+CLAIM = f"""
+WITH RECURSIVE {_LEVELS}, due AS (
     SELECT c.id FROM levels CROSS JOIN LATERAL (
         SELECT j.id FROM pgwake.jobs j
         WHERE j.queue = $1 AND j.status = 'pending' AND j.priority = levels.priority
@@ -186,17 +190,8 @@ RETURNING j.id, j.queue, j.status
 # only index on pending jobs, so the claim can never be planned on another one): a
 # loose index scan visits each distinct priority once and takes its earliest run_at,
 # an index seek each. Cost: (distinct priorities) x log(pending jobs).
-NEXT_RUN_IN = """
-WITH RECURSIVE levels AS (
-    (SELECT priority FROM pgwake.jobs
-     WHERE queue = $1 AND status = 'pending'
-     ORDER BY priority DESC LIMIT 1)
-    UNION ALL
-    SELECT (SELECT j.priority FROM pgwake.jobs j
-            WHERE j.queue = $1 AND j.status = 'pending' AND j.priority < levels.priority
-            ORDER BY j.priority DESC LIMIT 1)
-    FROM levels WHERE levels.priority IS NOT NULL
-)
+NEXT_RUN_IN = f"""
+WITH RECURSIVE {_LEVELS}
 SELECT extract(epoch FROM min(
     (SELECT j.run_at FROM pgwake.jobs j
      WHERE j.queue = $1 AND j.status = 'pending' AND j.priority = levels.priority
