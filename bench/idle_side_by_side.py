@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import uuid
 from pathlib import Path
@@ -24,7 +23,7 @@ import asyncpg
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
-from run import PEERS_PYTHON, ROOT, with_database, xact_commit  # noqa: E402
+from run import PEERS_PYTHON, ROOT, default_dsn, with_database, xact_commit  # noqa: E402
 
 
 async def idle(dsn: str, python: str, root: Path, system: str, seconds: str) -> float:
@@ -58,12 +57,7 @@ async def idle(dsn: str, python: str, root: Path, system: str, seconds: str) -> 
 
 async def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument(
-        "--dsn",
-        default=os.environ.get("BENCH_DATABASE_URL")
-        or os.environ.get("DATABASE_URL")
-        or "postgresql://postgres@127.0.0.1:5432/postgres",
-    )
+    parser.add_argument("--dsn", default=default_dsn())
     parser.add_argument("--base", type=Path, required=True, help="another pgwake checkout")
     parser.add_argument("--idle", default="60", help="seconds")
     args = parser.parse_args()

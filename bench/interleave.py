@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import sys
 import uuid
@@ -25,7 +24,7 @@ import asyncpg
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
-from run import PEERS_PYTHON, ROOT, with_database  # noqa: E402
+from run import PEERS_PYTHON, ROOT, default_dsn, with_database  # noqa: E402
 
 
 async def run_once(
@@ -55,12 +54,7 @@ async def run_once(
 
 async def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument(
-        "--dsn",
-        default=os.environ.get("BENCH_DATABASE_URL")
-        or os.environ.get("DATABASE_URL")
-        or "postgresql://postgres@127.0.0.1:5432/postgres",
-    )
+    parser.add_argument("--dsn", default=default_dsn())
     parser.add_argument("--base", type=Path, required=True, help="another pgwake checkout")
     parser.add_argument("--workload", default="enqueue_single")
     parser.add_argument("-n", default="10000")

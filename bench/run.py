@@ -168,14 +168,18 @@ def table(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
+def default_dsn() -> str:
+    """The server to benchmark: BENCH_DATABASE_URL, else DATABASE_URL, else the local one."""
+    return (
+        os.environ.get("BENCH_DATABASE_URL")
+        or os.environ.get("DATABASE_URL")
+        or "postgresql://postgres@127.0.0.1:5432/postgres"
+    )
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument(
-        "--dsn",
-        default=os.environ.get("BENCH_DATABASE_URL")
-        or os.environ.get("DATABASE_URL")
-        or "postgresql://postgres@127.0.0.1:5432/postgres",
-    )
+    parser.add_argument("--dsn", default=default_dsn())
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: the harness works")
     parser.add_argument(
